@@ -1,0 +1,353 @@
+//! The message model: what an agent transcript holds, independent of any provider's wire format.
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions from the application (the OpenAI `developer` role maps here too).
+    System,
+    /// The person driving the agent.
+    User,
+    /// The model.
+    Assistant,
+    /// The output of a tool the model called.
+    Tool,
+}
+
+impl Role {
+    /// The lowercase name used on the wire and in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// Parses the lowercase name; `developer` is read as [`Role::System`].
+    pub fn parse(name: &str) -> Option<Role> {
+        Some(match name {
+            "system" | "developer" => Role::System,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" | "function" => Role::Tool,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why the model stopped producing output.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A natural end of the answer.
+    Stop,
+    /// The output token limit was reached.
+    Length,
+    /// The model asked for tool calls.
+    ToolCalls,
+    /// The provider's content filter stopped the output.
+    ContentFilter,
+    /// The caller cancelled the request.
+    Cancelled,
+    /// The request failed; the text says how.
+    Error(String),
+    /// A reason this model does not know, kept verbatim.
+    Other(String),
+}
+
+impl FinishReason {
+    /// Maps a provider's `finish_reason` string.
+    pub fn from_wire(reason: &str) -> FinishReason {
+        match reason {
+            "stop" | "end_turn" | "eos" => FinishReason::Stop,
+            "length" | "max_tokens" => FinishReason::Length,
+            "tool_calls" | "function_call" | "tool_use" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            "cancelled" => FinishReason::Cancelled,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+
+    /// The string a provider would send for this reason.
+    pub fn as_wire(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Cancelled => "cancelled",
+            FinishReason::Error(_) => "error",
+            FinishReason::Other(other) => other,
+        }
+    }
+}
+
+/// One tool invocation requested by the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's call id; the matching [`ToolResult::call_id`] names it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model wrote them: JSON text, kept verbatim even when it does not parse.
+    pub arguments: String,
+}
+
+/// The output of one tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The id of the [`ToolCall`] this answers.
+    pub call_id: String,
+    /// The tool's name (recovered from the call when a transcript omits it).
+    pub name: String,
+    /// The output text.
+    pub content: String,
+    /// Whether the tool failed; the content then describes the failure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// One piece of a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// The model's visible reasoning (`reasoning_content` on OpenAI-compatible servers).
+    Reasoning {
+        /// The reasoning text.
+        text: String,
+    },
+    /// An image given by URL (a `data:` URL for inline images).
+    Image {
+        /// The URL.
+        url: String,
+        /// The OpenAI `detail` hint (`auto`, `low`, `high`), when given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// A tool call made by the assistant.
+    ToolCall(ToolCall),
+    /// A tool's output.
+    ToolResult(ToolResult),
+    /// Why generation of this message ended.
+    Finish {
+        /// The reason.
+        reason: FinishReason,
+    },
+}
+
+/// Token usage reported for one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens read by the model (the prompt).
+    pub input_tokens: u64,
+    /// Tokens written by the model.
+    pub output_tokens: u64,
+    /// Prompt tokens served from the provider's cache, when reported.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Output tokens spent on hidden reasoning, when reported.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Usage {
+    /// Input plus output tokens.
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// A stored message of a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Unique id (time-ordered when made by Phosphor).
+    pub id: String,
+    /// The session it belongs to (empty for a free-standing transcript).
+    #[serde(default)]
+    pub session_id: String,
+    /// Who wrote it.
+    pub role: Role,
+    /// Its content, in order.
+    pub parts: Vec<Part>,
+    /// Whether this message is a compaction summary that replaces the history before it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_summary: bool,
+    /// The author's display name (OpenAI `name`), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The model that wrote it, for assistant messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Usage of the call that produced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Creation time, Unix milliseconds.
+    #[serde(default)]
+    pub created_at: i64,
+    /// Last change, Unix milliseconds.
+    #[serde(default)]
+    pub updated_at: i64,
+}
+
+impl Message {
+    /// A message with the given role and parts and every other field empty.
+    pub fn new(role: Role, parts: Vec<Part>) -> Message {
+        Message {
+            id: String::new(),
+            session_id: String::new(),
+            role,
+            parts,
+            is_summary: false,
+            name: None,
+            model: None,
+            usage: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    /// A message holding one text part.
+    pub fn text(role: Role, text: impl Into<String>) -> Message {
+        Message::new(role, vec![Part::Text { text: text.into() }])
+    }
+
+    /// A system message.
+    pub fn system(text: impl Into<String>) -> Message {
+        Message::text(Role::System, text)
+    }
+
+    /// A user message.
+    pub fn user(text: impl Into<String>) -> Message {
+        Message::text(Role::User, text)
+    }
+
+    /// An assistant message.
+    pub fn assistant(text: impl Into<String>) -> Message {
+        Message::text(Role::Assistant, text)
+    }
+
+    /// A tool message answering `call_id`.
+    pub fn tool_result(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        content: impl Into<String>,
+        is_error: bool,
+    ) -> Message {
+        Message::new(
+            Role::Tool,
+            vec![Part::ToolResult(ToolResult {
+                call_id: call_id.into(),
+                name: name.into(),
+                content: content.into(),
+                is_error,
+            })],
+        )
+    }
+
+    /// Sets the id, builder style.
+    pub fn with_id(mut self, id: impl Into<String>) -> Message {
+        self.id = id.into();
+        self
+    }
+
+    /// The concatenated text parts (reasoning excluded).
+    pub fn text_content(&self) -> String {
+        let mut out = String::new();
+        for part in &self.parts {
+            if let Part::Text { text } = part {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// The tool calls of this message, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::ToolCall(call) => Some(call),
+            _ => None,
+        })
+    }
+
+    /// The tool results of this message, in order.
+    pub fn tool_results(&self) -> impl Iterator<Item = &ToolResult> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::ToolResult(result) => Some(result),
+            _ => None,
+        })
+    }
+
+    /// The finish reason, when the message records one.
+    pub fn finish_reason(&self) -> Option<&FinishReason> {
+        self.parts.iter().find_map(|p| match p {
+            Part::Finish { reason } => Some(reason),
+            _ => None,
+        })
+    }
+}
+
+/// The state of a session as the agent tracks it (spec: "Updates session state").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// Unique id.
+    pub id: String,
+    /// A short title for lists.
+    pub title: String,
+    /// The latest completed summary message; the history shown to a model starts there.
+    pub summary_message_id: Option<String>,
+    /// Prompt tokens of the latest model call (reset to 0 by a summary).
+    pub prompt_tokens: u64,
+    /// Completion tokens of the latest model call.
+    pub completion_tokens: u64,
+    /// Estimated tokens of the history a model would be shown now.
+    pub current_tokens: u64,
+    /// Creation time, Unix milliseconds.
+    pub created_at: i64,
+    /// Last change, Unix milliseconds.
+    pub updated_at: i64,
+}
+
+impl Session {
+    /// A new empty session.
+    pub fn new(id: impl Into<String>, title: impl Into<String>, now_ms: i64) -> Session {
+        Session {
+            id: id.into(),
+            title: title.into(),
+            summary_message_id: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            current_tokens: 0,
+            created_at: now_ms,
+            updated_at: now_ms,
+        }
+    }
+}
+
+/// The part of `messages` a model is shown: from the latest summary message on (inclusive),
+/// or everything when there is none. `summary_id` is the session's summary pointer; summary
+/// messages that the pointer does not name (failed or superseded ones) are never a start.
+pub fn history_since_summary<'a>(messages: &'a [Message], summary_id: Option<&str>) -> &'a [Message] {
+    match summary_id.and_then(|id| messages.iter().rposition(|m| m.id == id)) {
+        Some(start) => &messages[start..],
+        None => messages,
+    }
+}

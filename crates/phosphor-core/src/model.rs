@@ -1,0 +1,206 @@
+//! The model trait every backend implements: streaming chat with tools.
+//!
+//! It lives beside the message types so that the remote backend (`phosphor-llm`) and the embedded
+//! one (`phosphor-embedded`) implement it without knowing each other.
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::message::{FinishReason, Message, Part, Role, ToolCall, Usage};
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model uses to call it.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// One request to a model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation, system prompt first.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// Upper bound on the answer's tokens.
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+    /// Sampling temperature; `None` leaves the model's default (0 means greedy).
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    /// The session this call belongs to, for telemetry (`gen_ai.conversation.id`).
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+}
+
+/// What a backend knows about the model behind it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// Who serves it (`openai`, `openrouter`, `embedded`, ...): `gen_ai.provider.name`.
+    pub provider: String,
+    /// The model id sent to the provider: `gen_ai.request.model`.
+    pub model: String,
+    /// The context window in tokens.
+    pub context_window: u64,
+    /// The most tokens one answer may have.
+    pub max_output_tokens: u64,
+}
+
+/// One event of a streamed answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    /// A piece of answer text.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// A piece of visible reasoning.
+    ReasoningDelta {
+        /// The text.
+        text: String,
+    },
+    /// A whole tool call (backends assemble streamed fragments before emitting it).
+    ToolCall(ToolCall),
+    /// Token usage of the call.
+    Usage(Usage),
+    /// The end of the answer.
+    Finish {
+        /// Why it ended.
+        reason: FinishReason,
+    },
+}
+
+/// A streamed answer. Errors may arrive as the first item (the request failed) or later (the stream broke).
+pub type ChatStream = BoxStream<'static, Result<StreamEvent>>;
+
+/// A chat model with tool calling.
+///
+/// Implement [`ChatModel::stream`]; [`ChatModel::complete`] collects it.
+pub trait ChatModel: Send + Sync {
+    /// What the model is and how large its window is.
+    fn info(&self) -> &ModelInfo;
+
+    /// Sends `request` and streams the answer.
+    fn stream(&self, request: ChatRequest) -> ChatStream;
+
+    /// Sends `request` and waits for the whole answer.
+    fn complete(&self, request: ChatRequest) -> BoxFuture<'static, Result<Completion>> {
+        let stream = self.stream(request);
+        Box::pin(Completion::collect(stream))
+    }
+}
+
+/// A whole answer, collected from a stream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The answer text.
+    pub text: String,
+    /// The visible reasoning.
+    pub reasoning: String,
+    /// The tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Usage, when the backend reported it.
+    pub usage: Option<Usage>,
+    /// Why it ended, when the backend said.
+    pub finish_reason: Option<FinishReason>,
+}
+
+impl Completion {
+    /// Adds one stream event.
+    pub fn apply(&mut self, event: StreamEvent) {
+        match event {
+            StreamEvent::TextDelta { text } => self.text.push_str(&text),
+            StreamEvent::ReasoningDelta { text } => self.reasoning.push_str(&text),
+            StreamEvent::ToolCall(call) => self.tool_calls.push(call),
+            StreamEvent::Usage(usage) => self.usage = Some(usage),
+            StreamEvent::Finish { reason } => self.finish_reason = Some(reason),
+        }
+    }
+
+    /// Drains `stream`, stopping at the first error.
+    pub async fn collect(mut stream: ChatStream) -> Result<Completion> {
+        let mut completion = Completion::default();
+        while let Some(event) = stream.next().await {
+            completion.apply(event?);
+        }
+        Ok(completion)
+    }
+
+    /// The answer as an assistant message (reasoning, text, tool calls, finish reason).
+    pub fn into_message(self, model: Option<String>) -> Message {
+        let mut parts = Vec::new();
+        if !self.reasoning.is_empty() {
+            parts.push(Part::Reasoning { text: self.reasoning });
+        }
+        if !self.text.is_empty() {
+            parts.push(Part::Text { text: self.text });
+        }
+        parts.extend(self.tool_calls.into_iter().map(Part::ToolCall));
+        if let Some(reason) = self.finish_reason {
+            parts.push(Part::Finish { reason });
+        }
+        let mut message = Message::new(Role::Assistant, parts);
+        message.model = model;
+        message.usage = self.usage;
+        message
+    }
+}
+
+/// A stream made of one error, for backends that fail before sending anything.
+pub fn error_stream(error: Error) -> ChatStream {
+    futures::stream::once(async move { Err(error) }).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::stream;
+
+    #[tokio::test]
+    async fn collect_assembles_every_event_kind() {
+        let events = vec![
+            Ok(StreamEvent::ReasoningDelta { text: "think".into() }),
+            Ok(StreamEvent::TextDelta { text: "Hel".into() }),
+            Ok(StreamEvent::TextDelta { text: "lo".into() }),
+            Ok(StreamEvent::ToolCall(ToolCall { id: "c1".into(), name: "ls".into(), arguments: "{}".into() })),
+            Ok(StreamEvent::Usage(Usage { input_tokens: 10, output_tokens: 3, ..Usage::default() })),
+            Ok(StreamEvent::Finish { reason: FinishReason::ToolCalls }),
+        ];
+        let completion = Completion::collect(stream::iter(events).boxed()).await.unwrap();
+        let message = completion.into_message(Some("m".into()));
+        let expected = Message {
+            model: Some("m".into()),
+            usage: Some(Usage { input_tokens: 10, output_tokens: 3, ..Usage::default() }),
+            ..Message::new(
+                Role::Assistant,
+                vec![
+                    Part::Reasoning { text: "think".into() },
+                    Part::Text { text: "Hello".into() },
+                    Part::ToolCall(ToolCall { id: "c1".into(), name: "ls".into(), arguments: "{}".into() }),
+                    Part::Finish { reason: FinishReason::ToolCalls },
+                ],
+            )
+        };
+        pretty_assertions::assert_eq!(message, expected);
+    }
+
+    #[tokio::test]
+    async fn collect_stops_at_the_first_error() {
+        let events = vec![
+            Ok(StreamEvent::TextDelta { text: "partial".into() }),
+            Err(Error::Stream("connection reset".into())),
+            Ok(StreamEvent::TextDelta { text: "never".into() }),
+        ];
+        let err = Completion::collect(stream::iter(events).boxed()).await.unwrap_err();
+        assert!(matches!(err, Error::Stream(ref m) if m == "connection reset"), "{err:?}");
+    }
+}
