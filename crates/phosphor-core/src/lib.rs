@@ -20,6 +20,6 @@ pub mod model;
 pub mod tokens;
 
 pub use error::{Error, Result};
-pub use message::{FinishReason, Message, Part, Role, Session, ToolCall, ToolResult, Usage};
+pub use message::{FinishReason, Message, MessageStatus, Part, Role, Session, ToolCall, ToolResult, Usage};
 pub use model::{ChatModel, ChatRequest, ChatStream, Completion, ModelInfo, StreamEvent, ToolSpec};
 pub use tokens::{ApproxCounter, TokenCounter, TokenLedger};

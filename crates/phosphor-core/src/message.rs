@@ -150,6 +150,50 @@ pub enum Part {
     },
 }
 
+/// Whether a message is whole. A summary is `Streaming` while its deltas arrive, and ends
+/// `Complete`, `Failed` or `Cancelled`; only `Complete` summaries ever become history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    /// Whole (the default, and every message a user or tool wrote).
+    #[default]
+    Complete,
+    /// Still receiving deltas.
+    Streaming,
+    /// Generation failed; kept for the record, never used as history.
+    Failed,
+    /// Generation was cancelled; kept for the record, never used as history.
+    Cancelled,
+}
+
+impl MessageStatus {
+    /// Whether this is [`MessageStatus::Complete`].
+    pub fn is_complete(&self) -> bool {
+        matches!(self, MessageStatus::Complete)
+    }
+
+    /// The lowercase name used in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageStatus::Complete => "complete",
+            MessageStatus::Streaming => "streaming",
+            MessageStatus::Failed => "failed",
+            MessageStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the lowercase name.
+    pub fn parse(name: &str) -> Option<MessageStatus> {
+        Some(match name {
+            "complete" => MessageStatus::Complete,
+            "streaming" => MessageStatus::Streaming,
+            "failed" => MessageStatus::Failed,
+            "cancelled" => MessageStatus::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
 /// Token usage reported for one model call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -191,6 +235,9 @@ pub struct Message {
     /// Whether this message is a compaction summary that replaces the history before it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_summary: bool,
+    /// Whether the message is whole; only complete messages are ever shown to a model.
+    #[serde(default, skip_serializing_if = "MessageStatus::is_complete")]
+    pub status: MessageStatus,
     /// The author's display name (OpenAI `name`), when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -217,6 +264,7 @@ impl Message {
             role,
             parts,
             is_summary: false,
+            status: MessageStatus::Complete,
             name: None,
             model: None,
             usage: None,
@@ -342,9 +390,10 @@ impl Session {
     }
 }
 
-/// The part of `messages` a model is shown: from the latest summary message on (inclusive),
+/// The part of `messages` a model is shown: from the session's summary message on (inclusive),
 /// or everything when there is none. `summary_id` is the session's summary pointer; summary
-/// messages that the pointer does not name (failed or superseded ones) are never a start.
+/// messages that the pointer does not name (failed, cancelled or superseded ones) are never a
+/// start. Callers still skip messages that are not [`MessageStatus::Complete`].
 pub fn history_since_summary<'a>(messages: &'a [Message], summary_id: Option<&str>) -> &'a [Message] {
     match summary_id.and_then(|id| messages.iter().rposition(|m| m.id == id)) {
         Some(start) => &messages[start..],
