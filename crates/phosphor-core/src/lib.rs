@@ -14,8 +14,11 @@
 
 pub mod config;
 pub mod error;
+pub mod exact;
+pub mod gguf;
 pub mod message;
 pub mod model;
+pub mod openai;
 
 pub mod tokens;
 

@@ -235,6 +235,11 @@ pub struct Message {
     /// Whether this message is a compaction summary that replaces the history before it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_summary: bool,
+    /// For a summary: the id of the last message it replaces. The history shown to a model is the
+    /// summary followed by the messages stored after that one (which may include messages stored
+    /// before the summary itself: the prompt that forced it, and recent turns kept verbatim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarized_until: Option<String>,
     /// Whether the message is whole; only complete messages are ever shown to a model.
     #[serde(default, skip_serializing_if = "MessageStatus::is_complete")]
     pub status: MessageStatus,
@@ -264,6 +269,7 @@ impl Message {
             role,
             parts,
             is_summary: false,
+            summarized_until: None,
             status: MessageStatus::Complete,
             name: None,
             model: None,
@@ -390,13 +396,57 @@ impl Session {
     }
 }
 
-/// The part of `messages` a model is shown: from the session's summary message on (inclusive),
-/// or everything when there is none. `summary_id` is the session's summary pointer; summary
-/// messages that the pointer does not name (failed, cancelled or superseded ones) are never a
-/// start. Callers still skip messages that are not [`MessageStatus::Complete`].
-pub fn history_since_summary<'a>(messages: &'a [Message], summary_id: Option<&str>) -> &'a [Message] {
-    match summary_id.and_then(|id| messages.iter().rposition(|m| m.id == id)) {
-        Some(start) => &messages[start..],
-        None => messages,
+/// The messages a model is shown, given every stored message of a session in order and the
+/// session's summary pointer: the summary first, then each complete, non-summary message stored
+/// after the summary's `summarized_until` message. Without a (known) summary: every complete,
+/// non-summary message. Summaries the pointer does not name (failed, cancelled, superseded) never
+/// appear. The store implements the same rule in SQL; this is the reference.
+pub fn history_view<'a>(messages: &'a [Message], summary_id: Option<&str>) -> Vec<&'a Message> {
+    let summary = summary_id.and_then(|id| messages.iter().find(|m| m.id == id && m.is_summary && m.status.is_complete()));
+    let mut view = Vec::new();
+    let start = match summary {
+        Some(summary) => {
+            view.push(summary);
+            match &summary.summarized_until {
+                Some(until) => messages.iter().position(|m| &m.id == until).map_or(0, |i| i + 1),
+                None => 0,
+            }
+        }
+        None => 0,
+    };
+    view.extend(messages[start..].iter().filter(|m| !m.is_summary && m.status.is_complete()));
+    view
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: &str, role: Role) -> Message {
+        Message::text(role, id).with_id(id)
+    }
+
+    #[test]
+    fn history_view_starts_at_the_summary_and_resumes_after_its_cut() {
+        let mut summary = msg("s1", Role::Assistant);
+        summary.is_summary = true;
+        summary.summarized_until = Some("a2".into());
+        let mut failed = msg("s0", Role::Assistant);
+        failed.is_summary = true;
+        failed.status = MessageStatus::Failed;
+        let messages = vec![
+            msg("u1", Role::User),
+            msg("a1", Role::Assistant),
+            failed,
+            msg("u2", Role::User),
+            msg("a2", Role::Assistant),
+            msg("u3", Role::User),
+            summary,
+            msg("a3", Role::Assistant),
+        ];
+        let ids = |v: Vec<&Message>| v.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(history_view(&messages, Some("s1"))), ["s1", "u3", "a3"]);
+        assert_eq!(ids(history_view(&messages, None)), ["u1", "a1", "u2", "a2", "u3", "a3"]);
+        assert_eq!(ids(history_view(&messages, Some("s0"))), ["u1", "a1", "u2", "a2", "u3", "a3"]);
     }
 }

@@ -1,0 +1,201 @@
+//! The command line: global flags and every subcommand, parsed with clap.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Keeps LLM agent sessions alive past the model's context window by compacting them.
+#[derive(Debug, Parser)]
+#[command(name = "phosphor", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The session database (default: phosphor/sessions.db in the platform's local data directory).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+
+    /// A configuration file read on top of the global and workspace ones.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The workspace: where the workspace configuration and profiles are looked up, and the only
+    /// directory the built-in tools may read (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// More logging on stderr (-v info and error causes, -vv debug, -vvv trace); RUST_LOG wins when set.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// An interactive session: type a message, watch the answer stream; /help lists the slash commands.
+    Chat(ChatArgs),
+    /// One turn: the answer on stdout (the prompt from the argument, or stdin when absent).
+    Run(RunArgs),
+    /// Compacts a transcript file (OpenAI chat-completions JSON, JSON lines, or {"messages": [...]}).
+    Compact(CompactArgs),
+    /// Stored sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Configuration files.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Summarization prompt profiles.
+    #[command(subcommand)]
+    Profiles(ProfilesCommand),
+}
+
+/// Which session a turn goes to.
+#[derive(Debug, Clone, Args)]
+pub struct SessionChoice {
+    /// Add to this session (an id, or an unambiguous prefix of one).
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    pub session: Option<String>,
+
+    /// Add to the most recently updated session (a new one when there is none).
+    #[arg(short = 'c', long = "continue")]
+    pub continue_latest: bool,
+}
+
+/// `phosphor chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Which session to resume.
+    #[command(flatten)]
+    pub session: SessionChoice,
+}
+
+/// `phosphor run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The prompt; read from stdin when absent.
+    pub prompt: Option<String>,
+
+    /// Print every agent event as one JSON object per line instead of the answer text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Which session to add the turn to.
+    #[command(flatten)]
+    pub session: SessionChoice,
+}
+
+/// `phosphor compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// The transcript to compact; `-` reads stdin.
+    #[arg(long, short, value_name = "FILE")]
+    pub input: PathBuf,
+
+    /// Where to write the compacted transcript (default: stdout).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Extra instructions for the summarizer (what to focus on).
+    #[arg(long, value_name = "TEXT")]
+    pub instructions: Option<String>,
+
+    /// Mark the summary with a non-standard `"is_summary": true` field, so that phosphor reading the
+    /// transcript again continues from it (strict OpenAI servers reject the field).
+    #[arg(long)]
+    pub summary_flag: bool,
+
+    /// Show the tokens before and after pruning and whether compaction would trigger; call no model.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// The context window to check the threshold against in --dry-run (default: models.large's).
+    #[arg(long, value_name = "TOKENS", requires = "dry_run")]
+    pub context_window: Option<u64>,
+}
+
+/// `phosphor sessions ...`.
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// The most recently updated sessions.
+    List {
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// How many sessions to show.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// A session's messages: by default the history a model would see, from the current summary on.
+    Show {
+        /// The session id (or an unambiguous prefix).
+        id: String,
+        /// Every stored message, including what came before each summary and unfinished summaries.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Every stored message of a session as OpenAI chat-completions JSON (summaries flagged `is_summary`).
+    Export {
+        /// The session id (or an unambiguous prefix).
+        id: String,
+        /// JSON lines (one message per line) instead of one JSON array.
+        #[arg(long)]
+        jsonl: bool,
+        /// Where to write (default: stdout).
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+}
+
+/// `phosphor config ...`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validates the configuration files and shows the resolved configuration with where each value came from.
+    Check,
+}
+
+/// `phosphor profiles ...`.
+#[derive(Debug, Subcommand)]
+pub enum ProfilesCommand {
+    /// Every profile template found, by tier.
+    List,
+    /// Checks the templates of every profile found and of the configured one (or only of NAME).
+    Check {
+        /// Only this profile.
+        name: Option<String>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_are_accepted_before_and_after_the_command() {
+        let cli = Cli::try_parse_from(["phosphor", "--db", "a.db", "-vv", "sessions", "list", "--config", "c.json"])
+            .unwrap();
+        assert_eq!(cli.db, Some(PathBuf::from("a.db")));
+        assert_eq!(cli.config, Some(PathBuf::from("c.json")));
+        assert_eq!(cli.verbose, 2);
+        assert!(matches!(cli.command, Command::Sessions(SessionsCommand::List { json: false, limit: 20 })));
+    }
+
+    #[test]
+    fn session_and_continue_exclude_each_other() {
+        let error = Cli::try_parse_from(["phosphor", "run", "--session", "x", "--continue", "hi"]).unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn context_window_needs_dry_run() {
+        let error =
+            Cli::try_parse_from(["phosphor", "compact", "-i", "t.json", "--context-window", "10"]).unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+}

@@ -1,0 +1,303 @@
+//! `phosphor compact`: compacts a transcript file with the agent's own compaction.
+//!
+//! The transcript is imported into a temporary in-memory session, [`SessionAgent::compact`] runs on it
+//! exactly as `/compact` does in a chat, and the session's history (the summary, plus the recent
+//! messages kept when `summarize_keep_recent_tokens > 0`) is written back in the layout the file had.
+//! Leading system messages are the agent's system prompt: they are not summarized, and are written
+//! back first, unchanged.
+
+use std::collections::HashSet;
+use std::io;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Result, bail};
+use phosphor_agent::{AgentEvent, AgentSettings, SUMMARY_PREFIX, SessionAgent};
+use phosphor_core::config::{Config, Options};
+use phosphor_core::openai::{ToOpenAiOptions, to_openai_with};
+use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
+use phosphor_core::{ApproxCounter, Message, MessageStatus, Role, Session, TokenCounter};
+use phosphor_prompt::Profiles;
+use phosphor_store::{SessionStore, SqliteStore};
+use tokio::sync::mpsc::unbounded_channel;
+
+use crate::cli::CompactArgs;
+use crate::format::thousands;
+use crate::models::{self, Purpose};
+use crate::render::Renderer;
+use crate::transcript::{self, Layout, Transcript};
+use crate::{Globals, Interrupted, config_check, print_out, session, warn};
+
+/// `max_output_tokens` of a model configured without one (phosphor.json's default).
+const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
+
+/// Runs `phosphor compact`.
+pub async fn compact(globals: &Globals, args: CompactArgs) -> Result<()> {
+    let (text, source) = transcript::read_input(&args.input)?;
+    let transcript = transcript::parse(&text, &source)?;
+    for warning in &transcript.warnings {
+        warn(format_args!("{source}: {warning}"));
+    }
+    let loaded = config_check::load(&globals.workspace, globals.config.as_deref())?;
+    for warning in &loaded.warnings {
+        warn(warning);
+    }
+    if args.dry_run {
+        return print_out(&dry_run(&transcript, &source, &loaded.config, args.context_window));
+    }
+
+    let models = models::build(&loaded.config, Purpose::Compact)?;
+    let system_count = transcript.messages.iter().take_while(|m| m.role == Role::System).count();
+    let (system, rest) = transcript.messages.split_at(system_count);
+    if rest.is_empty() {
+        bail!("{source}: nothing to compact: the transcript has no messages besides the system prompt");
+    }
+    let store = SqliteStore::in_memory().await?;
+    let system_prompt = system.iter().map(Message::text_content).collect::<Vec<_>>().join("\n\n");
+    let agent = SessionAgent::new(Arc::new(store.clone()), models, loaded.config.options.clone())
+        .with_system_prompt(system_prompt)
+        .with_profiles(Profiles::discover(&globals.workspace))
+        .with_settings(AgentSettings {
+            workspace: Some(globals.workspace.display().to_string()),
+            ..AgentSettings::default()
+        });
+    let session = agent.create_session(source.clone()).await?;
+    import(&store, &session, rest).await?;
+
+    let (events, mut received) = unbounded_channel();
+    let mut renderer = Renderer::new(Box::new(io::stderr()), Box::new(io::stderr()));
+    let report = session::drive(
+        agent.compact(&session.id, args.instructions.as_deref(), Some(&events)),
+        &mut received,
+        |event| match event {
+            AgentEvent::CompactionFinished { .. } | AgentEvent::Warning { .. } => renderer.event(&event),
+            _ => Ok(()),
+        },
+    )
+    .await;
+    let result = match report {
+        Ok(Some(_)) => store.history(&session.id).await.map_err(anyhow::Error::from),
+        Ok(None) => Err(Interrupted.into()),
+        Err(err) => Err(err),
+    };
+    store.close().await;
+    let history = result?;
+
+    let mut compacted: Vec<Message> = system.to_vec();
+    compacted.extend(history.into_iter().map(|message| {
+        if message.is_summary { summary_for_transcript(&message, args.summary_flag) } else { message }
+    }));
+    let values = to_openai_with(&compacted, &ToOpenAiOptions { ids: false, summary_flag: args.summary_flag });
+    transcript::write_output(args.output.as_deref(), &transcript::render(values, &transcript.layout)?)
+}
+
+/// A summary as it goes into a transcript: the user message a model is shown in its place (the agent's
+/// [`SUMMARY_PREFIX`] and the summary), flagged `is_summary` only when asked for.
+fn summary_for_transcript(summary: &Message, flag: bool) -> Message {
+    let mut shown = Message::user(format!("{SUMMARY_PREFIX}{}", summary.text_content()));
+    shown.is_summary = flag;
+    shown
+}
+
+/// Stores `messages` in `session` with fresh ids. A summary flagged in the file (`"is_summary": true`, as
+/// `--summary-flag` writes) at the start becomes the session's summary, so compacting the file again
+/// builds on it; a flag anywhere else is dropped.
+async fn import(store: &SqliteStore, session: &Session, messages: &[Message]) -> Result<()> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    let mut summary_id = None;
+    let mut ids = HashSet::new();
+    for (index, message) in messages.iter().enumerate() {
+        let mut stored = message.clone();
+        stored.id = format!("imported-{index:06}");
+        ids.insert(stored.id.clone());
+        stored.session_id = session.id.clone();
+        stored.status = MessageStatus::Complete;
+        stored.created_at = now;
+        stored.updated_at = now;
+        stored.summarized_until = None;
+        if stored.is_summary && index == 0 {
+            let text = stored.text_content();
+            stored = Message { parts: Message::assistant(text.strip_prefix(SUMMARY_PREFIX).unwrap_or(&text)).parts, ..stored };
+            summary_id = Some(stored.id.clone());
+        } else {
+            stored.is_summary = false;
+        }
+        store.append_message(&stored).await?;
+    }
+    if let Some(id) = summary_id {
+        let mut session = session.clone();
+        session.summary_message_id = Some(id);
+        store.update_session(&session).await?;
+    }
+    Ok(())
+}
+
+/// The `--dry-run` report: tokens as read and after each pruning, and whether compaction would trigger.
+pub fn dry_run(transcript: &Transcript, source: &str, config: &Config, window_override: Option<u64>) -> String {
+    let options: &Options = &config.options;
+    let messages = &transcript.messages;
+    let counter = ApproxCounter;
+    let systems = messages.iter().filter(|m| m.role == Role::System).count();
+    let results = messages.iter().flat_map(Message::tool_results).count();
+    let layout = match transcript.layout {
+        Layout::Array => "a JSON array",
+        Layout::Object(_) => "an object with \"messages\"",
+        Layout::Lines => "JSON lines",
+    };
+    let standard = phosphor_prune::prune(messages, options.summarize_tool_output_chars, &counter);
+    let aggressive = phosphor_prune::prune(messages, options.summarize_tool_output_aggressive_chars, &counter);
+    let before = standard.tokens_before + REQUEST_OVERHEAD_TOKENS;
+    let mut out = format!(
+        "{source}: {} messages ({systems} system), {results} tool results, {layout}\n\
+         tokens (estimated by {}: a quarter of the bytes, plus per-message framing):\n",
+        messages.len(),
+        counter.name(),
+    );
+    let rows = [
+        ("as read".to_owned(), before, None),
+        (
+            format!("standard pruning ({} chars per tool output)", options.summarize_tool_output_chars),
+            standard.tokens_after + REQUEST_OVERHEAD_TOKENS,
+            Some(standard.truncated_results),
+        ),
+        (
+            format!("aggressive pruning ({} chars per tool output)", options.summarize_tool_output_aggressive_chars),
+            aggressive.tokens_after + REQUEST_OVERHEAD_TOKENS,
+            Some(aggressive.truncated_results),
+        ),
+    ];
+    let label_width = rows.iter().map(|(label, _, _)| label.chars().count()).max().unwrap_or(0);
+    let number_width = thousands(before).len();
+    for (label, tokens, cut) in rows {
+        out.push_str(&format!("  {label:<label_width$}  {:>number_width$}", thousands(tokens)));
+        if let Some(cut) = cut {
+            out.push_str(&format!(
+                "  (-{}; {cut} tool output{} cut)",
+                thousands(before - tokens),
+                if cut == 1 { "" } else { "s" }
+            ));
+        }
+        out.push('\n');
+    }
+
+    let large = config.models.large.as_ref();
+    let (window, max_output, whose) = match (window_override, large) {
+        (Some(window), model) => (
+            window,
+            model.map_or(DEFAULT_MAX_OUTPUT_TOKENS, |m| m.max_output_tokens),
+            "given with --context-window".to_owned(),
+        ),
+        (None, Some(model)) => (model.context_window, model.max_output_tokens, format!("models.large, {}", model.model)),
+        (None, None) => {
+            out.push_str(
+                "compaction: cannot tell: no models.large is configured; pass --context-window TOKENS to check the \
+                 threshold\n",
+            );
+            return out;
+        }
+    };
+    let window = window.max(1);
+    let threshold = options.summarize_threshold;
+    let threshold_tokens = (threshold * window as f64).ceil() as u64;
+    // The room kept for the answer, as the agent reserves it.
+    let reserve = max_output.min(window / 4);
+    let percent = before as f64 * 100.0 / window as f64;
+    out.push_str(&format!(
+        "window: {} tokens ({whose}); threshold {threshold} = {} tokens; {} reserved for the answer\n",
+        thousands(window),
+        thousands(threshold_tokens),
+        thousands(reserve),
+    ));
+    let verdict = if before > window {
+        format!("would trigger: {} tokens exceed the window (forced, overflow)", thousands(before))
+    } else if before + reserve > window {
+        format!(
+            "would trigger: {} tokens leave less than {} tokens for the answer (forced, output reserve)",
+            thousands(before),
+            thousands(reserve)
+        )
+    } else if options.disable_auto_summarize {
+        format!("would not trigger: {percent:.1}% of the window, and options.disable_auto_summarize is on")
+    } else if percent / 100.0 >= threshold {
+        format!("would trigger: {percent:.1}% of the window is at or above the {:.0}% threshold", threshold * 100.0)
+    } else {
+        format!(
+            "would not trigger: {percent:.1}% of the window, below the {:.0}% threshold ({} tokens to go)",
+            threshold * 100.0,
+            thousands(threshold_tokens.saturating_sub(before))
+        )
+    };
+    out.push_str(&format!("compaction: {verdict}\n"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use phosphor_core::config::parse_str;
+    use pretty_assertions::assert_eq;
+    use std::path::Path;
+
+    fn transcript() -> Transcript {
+        let big = "x".repeat(4000);
+        let text = serde_json::json!([
+            { "role": "system", "content": "You are helpful." },
+            { "role": "user", "content": "Read it" },
+            { "role": "assistant", "content": null, "tool_calls": [
+                { "id": "c1", "type": "function", "function": { "name": "read_file", "arguments": "{}" } } ] },
+            { "role": "tool", "tool_call_id": "c1", "content": big },
+            { "role": "assistant", "content": "Done." }
+        ])
+        .to_string();
+        transcript::parse(&text, "t.json").unwrap()
+    }
+
+    fn config(json: &str) -> Config {
+        parse_str(json, Path::new("phosphor.json")).unwrap().0
+    }
+
+    #[test]
+    fn dry_run_reports_pruning_and_the_trigger() {
+        let transcript = transcript();
+        let with_window = |window: u64| {
+            config(&format!(
+                r#"{{ "providers": {{ "p": {{ "base_url": "http://x" }} }},
+                     "models": {{ "large": {{ "provider": "p", "model": "big", "context_window": {window}, "max_output_tokens": 100 }} }} }}"#
+            ))
+        };
+        let report = dry_run(&transcript, "t.json", &with_window(100_000), None);
+        // 4000 bytes of tool output is 1000 tokens; 200 chars + the marker is 54; 50 chars + the marker is 17.
+        assert_eq!(
+            report,
+            "t.json: 5 messages (1 system), 1 tool results, a JSON array\n\
+             tokens (estimated by approx: a quarter of the bytes, plus per-message framing):\n  \
+             as read                                     1,037\n  \
+             standard pruning (200 chars per tool output)     91  (-946; 1 tool output cut)\n  \
+             aggressive pruning (50 chars per tool output)    54  (-983; 1 tool output cut)\n\
+             window: 100,000 tokens (models.large, big); threshold 0.8 = 80,000 tokens; 100 reserved for the answer\n\
+             compaction: would not trigger: 1.0% of the window, below the 80% threshold (78,963 tokens to go)\n"
+        );
+        let report = dry_run(&transcript, "t.json", &with_window(1_200), None);
+        assert!(report.ends_with("compaction: would trigger: 86.4% of the window is at or above the 80% threshold\n"), "{report}");
+        let report = dry_run(&transcript, "t.json", &with_window(100_000), Some(1_000));
+        assert!(report.contains("window: 1,000 tokens (given with --context-window)"), "{report}");
+        assert!(report.ends_with("compaction: would trigger: 1,037 tokens exceed the window (forced, overflow)\n"), "{report}");
+        let report = dry_run(&transcript, "t.json", &config("{}"), None);
+        assert!(report.ends_with("pass --context-window TOKENS to check the threshold\n"), "{report}");
+    }
+
+    #[tokio::test]
+    async fn a_flagged_summary_at_the_start_becomes_the_session_summary() {
+        let store = SqliteStore::in_memory().await.unwrap();
+        let session = Session::new("s", "t", 0);
+        store.create_session(&session).await.unwrap();
+        let summary = summary_for_transcript(&Message { is_summary: true, ..Message::assistant("## Goal\nShip.") }, true);
+        let messages = vec![summary, Message::user("next"), Message { is_summary: true, ..Message::user("not a summary") }];
+        import(&store, &session, &messages).await.unwrap();
+        let history = store.history("s").await.unwrap();
+        assert_eq!(
+            history.iter().map(|m| (m.is_summary, m.text_content())).collect::<Vec<_>>(),
+            [(true, "## Goal\nShip.".to_owned()), (false, "next".to_owned()), (false, "not a summary".to_owned())]
+        );
+    }
+}

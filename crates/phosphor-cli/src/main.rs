@@ -1,0 +1,206 @@
+//! `phosphor`: chat with a coding agent whose session compacts itself when the context window fills,
+//! compact transcript files, and inspect stored sessions.
+//!
+//! ```text
+//! phosphor compact --input examples/transcript.json --dry-run   # tokens before/after pruning, no model
+//! phosphor run "Where is the config parsed?"                    # one turn, the answer on stdout
+//! phosphor run --continue "And where is it validated?"          # the same session, compacted when needed
+//! phosphor chat                                                 # interactive; /help for slash commands
+//! phosphor sessions show <ID>                                   # the history a model sees, summary marked
+//! phosphor config check                                         # every value and the file it came from
+//! ```
+//!
+//! Global flags (`--db PATH`, `--config FILE`, `--workspace DIR`, `-v`) are accepted before or after
+//! the command. Sessions live in SQLite at `phosphor/sessions.db` in the platform's local data
+//! directory unless `--db` says otherwise. Models are remote OpenAI-compatible endpoints configured
+//! in `phosphor.json` (`providers` and `models.large`, optionally `models.small`); the embedded
+//! engine is not part of this build.
+//!
+//! # Exit codes
+//!
+//! | Code | Meaning                                                                      |
+//! |------|------------------------------------------------------------------------------|
+//! | 0    | success                                                                      |
+//! | 1    | an error: one `error: ...` line on stderr (`-v` adds the chain of causes)    |
+//! | 2    | a usage error: unknown flag, missing argument, conflicting options, empty prompt |
+//! | 130  | interrupted with Ctrl-C (during a turn or compaction, or at the chat prompt) |
+
+mod chat;
+mod cli;
+mod compact;
+mod config_check;
+mod format;
+mod models;
+mod profiles;
+mod render;
+mod run;
+mod session;
+mod sessions;
+mod tools;
+mod transcript;
+
+use std::fmt;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use clap::Parser;
+use phosphor_core::config::ConfigSources;
+use phosphor_prompt::Profiles;
+
+use crate::cli::{Cli, Command, ConfigCommand, ProfilesCommand, SessionsCommand};
+
+/// A command called the wrong way (exit code 2).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Ctrl-C stopped the command (exit code 130).
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// What every command gets from the global flags.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    /// `--db`.
+    pub db: Option<PathBuf>,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--workspace`, or the current directory.
+    pub workspace: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let verbose = cli.verbose;
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => return report(&anyhow!("cannot start the async runtime: {err}"), verbose),
+    };
+    let result = runtime.block_on(dispatch(cli));
+    // Leave at once: a blocked stdin reader must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => report(&err, verbose),
+    }
+}
+
+/// Prints `error: ...` (and the causes with `-v`) and picks the exit code.
+fn report(err: &anyhow::Error, verbose: u8) -> ExitCode {
+    let _ = io::stdout().flush();
+    if err.chain().any(|cause| cause.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)) {
+        // The reader went away (`phosphor sessions export ID | head`): not an error.
+        return ExitCode::SUCCESS;
+    }
+    if err.downcast_ref::<Interrupted>().is_some() {
+        eprintln!("interrupted");
+        return ExitCode::from(130);
+    }
+    eprintln!("error: {err}");
+    if verbose > 0 {
+        for cause in err.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+    }
+    ExitCode::from(if err.downcast_ref::<UsageError>().is_some() { 2 } else { 1 })
+}
+
+fn init_tracing(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(directives) if !directives.trim().is_empty() => EnvFilter::new(directives),
+        _ => EnvFilter::new(match verbose {
+            0 => "warn",
+            1 => "warn,phosphor=info",
+            2 => "info,phosphor=debug",
+            _ => "debug,phosphor=trace",
+        }),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_target(verbose >= 2)
+        .without_time()
+        .try_init();
+}
+
+async fn dispatch(cli: Cli) -> Result<()> {
+    let workspace = match &cli.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().map_err(|err| anyhow!("cannot read the current directory: {err}"))?,
+    };
+    let globals = Globals { db: cli.db, config: cli.config, workspace };
+    match cli.command {
+        Command::Sessions(command) => sessions_command(&globals, command).await,
+        Command::Config(ConfigCommand::Check) => {
+            let sources = ConfigSources::discover(&globals.workspace, globals.config.as_deref());
+            let report = config_check::check(&sources, &globals.workspace, &|var| std::env::var(var).ok())?;
+            print_out(&report)
+        }
+        Command::Profiles(ProfilesCommand::List) => print_out(&profiles::list(&Profiles::discover(&globals.workspace))),
+        Command::Profiles(ProfilesCommand::Check { name }) => {
+            let configured = match &name {
+                Some(_) => String::new(),
+                None => config_check::load(&globals.workspace, globals.config.as_deref())?.config.options.profile,
+            };
+            let mut out = String::new();
+            let result =
+                profiles::check(&Profiles::discover(&globals.workspace), name.as_deref(), &configured, &mut out);
+            print_out(&out)?;
+            result
+        }
+        Command::Chat(args) => chat::chat(&globals, args).await,
+        Command::Run(args) => run::run(&globals, args).await,
+        Command::Compact(args) => compact::compact(&globals, args).await,
+    }
+}
+
+async fn sessions_command(globals: &Globals, command: SessionsCommand) -> Result<()> {
+    let db = sessions::db_path(globals.db.as_deref())?;
+    let store = sessions::open_store(&db).await?;
+    let result = match command {
+        SessionsCommand::List { json, limit } => sessions::list(&store, &db, json, limit).await,
+        SessionsCommand::Show { id, full } => sessions::show(&store, &id, full).await,
+        SessionsCommand::Export { id, jsonl, output } => {
+            let text = sessions::export(&store, &id, jsonl).await;
+            match (text, output) {
+                (Ok(text), Some(path)) => transcript::write_output(Some(&path), &text).map(|()| String::new()),
+                (text, _) => text,
+            }
+        }
+    };
+    store.close().await;
+    print_out(&result?)
+}
+
+/// Writes `text` to stdout (a closed pipe is reported as an error and then treated as success).
+pub fn print_out(text: &str) -> Result<()> {
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// Prints a warning line on stderr.
+pub fn warn(message: impl fmt::Display) {
+    eprintln!("warning: {message}");
+}

@@ -1,0 +1,499 @@
+//! The `phosphor` binary end to end: a temporary database, workspace and configuration, and a loopback
+//! OpenAI-compatible server (phosphor-testkit's `MockServer`) standing in for the model.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use phosphor_core::openai::parse_transcript;
+use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
+use phosphor_core::{ApproxCounter, Message};
+use phosphor_testkit::{MockServer, RecordedRequest, sse_text, sse_tool_calls};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+const KEY_VAR: &str = "PHOSPHOR_TEST_API_KEY";
+const KEY: &str = "sk-test-123";
+
+/// A temporary home, workspace, database and configuration for one test.
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let env = Env { dir: tempfile::tempdir().unwrap() };
+        fs::create_dir_all(env.workspace()).unwrap();
+        fs::create_dir_all(env.home()).unwrap();
+        env
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn workspace(&self) -> PathBuf {
+        self.dir.path().join("workspace")
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("sessions.db")
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.dir.path().join("test-config.json")
+    }
+
+    /// A configuration with the mock server as the only provider and a large model with `window` tokens.
+    fn mock_config(&self, server: &MockServer, window: u64, options: Value) {
+        let config = json!({
+            "options": options,
+            "providers": { "mock": { "base_url": server.base_url(), "api_key_env": KEY_VAR } },
+            "models": { "large": { "provider": "mock", "model": "mock-large", "context_window": window, "max_output_tokens": 100 } }
+        });
+        fs::write(self.config_path(), config.to_string()).unwrap();
+    }
+
+    /// `phosphor --db <db> --config <config> <args>` in the workspace, with a private home.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_phosphor"));
+        command
+            .current_dir(self.workspace())
+            .env("HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            .env("XDG_DATA_HOME", self.home().join(".local/share"))
+            .env(KEY_VAR, KEY)
+            .env_remove("RUST_LOG")
+            .arg("--db")
+            .arg(self.db());
+        if self.config_path().exists() {
+            command.arg("--config").arg(self.config_path());
+        }
+        command.args(args);
+        command
+    }
+
+    /// Runs `phosphor <args>` with `stdin`, on a blocking thread so the mock server keeps serving.
+    async fn run(&self, args: &[&str], stdin: &str) -> Output {
+        let mut command = self.command(args);
+        let stdin = stdin.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let mut child =
+                command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+            let mut input = child.stdin.take().unwrap();
+            std::io::Write::write_all(&mut input, stdin.as_bytes()).unwrap();
+            drop(input);
+            child.wait_with_output().unwrap()
+        })
+        .await
+        .unwrap()
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+#[track_caller]
+fn assert_success(output: &Output) {
+    assert!(output.status.success(), "exit {:?}\nstdout:\n{}\nstderr:\n{}", output.status, stdout(output), stderr(output));
+}
+
+/// The `(role, content)` of each message a request sent.
+fn sent(request: &RecordedRequest) -> Vec<(String, String)> {
+    request.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap_or("").to_owned()))
+        .collect()
+}
+
+fn sessions_json(env: &Env) -> Value {
+    let output = env.command(&["sessions", "list", "--json"]).output().unwrap();
+    assert_success(&output);
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_answers_on_stdout_and_stores_the_turn() {
+    let env = Env::new();
+    let server = MockServer::start(vec![sse_text(&["Hello", " there."], Some((120, 3)))]).await;
+    env.mock_config(&server, 100_000, json!({}));
+
+    let output = env.run(&["run", "Say hello"], "").await;
+    assert_success(&output);
+    assert_eq!(stdout(&output), "Hello there.\n");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(requests[0].body["model"], "mock-large");
+    let messages = sent(&requests[0]);
+    assert_eq!(messages[0].0, "system");
+    assert!(messages[0].1.contains(&env.workspace().canonicalize().unwrap().display().to_string()));
+    assert_eq!(messages[1..], [("user".to_owned(), "Say hello".to_owned())]);
+    let tools: Vec<&str> =
+        requests[0].body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["read_file", "list_dir", "search_text"]);
+
+    let sessions = sessions_json(&env);
+    assert_eq!(sessions.as_array().unwrap().len(), 1);
+    assert_eq!((sessions[0]["title"].as_str(), sessions[0]["message_count"].as_u64()), (Some("Say hello"), Some(2)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_continue_adds_to_the_latest_session_and_the_prompt_can_come_from_stdin() {
+    let env = Env::new();
+    let server = MockServer::start(vec![
+        sse_text(&["Paris."], Some((50, 2))),
+        sse_text(&["About 2.1 million."], Some((70, 5))),
+    ])
+    .await;
+    env.mock_config(&server, 100_000, json!({}));
+
+    assert_success(&env.run(&["run", "Capital of France?"], "").await);
+    let output = env.run(&["run", "--continue"], "And its population?\n").await;
+    assert_success(&output);
+    assert_eq!(stdout(&output), "About 2.1 million.\n");
+
+    let second = sent(&server.requests()[1]);
+    assert_eq!(
+        second[1..],
+        [
+            ("user".to_owned(), "Capital of France?".to_owned()),
+            ("assistant".to_owned(), "Paris.".to_owned()),
+            ("user".to_owned(), "And its population?".to_owned()),
+        ]
+    );
+    let sessions = sessions_json(&env);
+    assert_eq!(sessions.as_array().unwrap().len(), 1);
+    assert_eq!(sessions[0]["message_count"], 4);
+
+    // --session with an id prefix reaches the same session.
+    let id = sessions[0]["id"].as_str().unwrap();
+    let output = env.run(&["run", "--session", &id[..12], "x"], "").await;
+    // The script has run out: the server answers 500 and the turn fails, but the prompt was stored.
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).starts_with("error: "), "{}", stderr(&output));
+    assert_eq!(stderr(&output).lines().count(), 1, "{}", stderr(&output));
+    assert_eq!(sessions_json(&env)[0]["message_count"], 5);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_json_prints_every_event_as_a_json_line() {
+    let env = Env::new();
+    let server = MockServer::start(vec![sse_text(&["Hi", "!"], Some((40, 2)))]).await;
+    env.mock_config(&server, 100_000, json!({}));
+
+    let output = env.run(&["run", "--json", "hello"], "").await;
+    assert_success(&output);
+    let events: Vec<Value> = stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["turn_started", "text_delta", "text_delta", "usage", "turn_finished"]);
+    assert_eq!(events[1]["text"], "Hi");
+    assert_eq!(events[3]["usage"], json!({ "input_tokens": 40, "output_tokens": 2 }));
+    assert_eq!(events[0]["session_id"], sessions_json(&env)[0]["id"]);
+}
+
+/// A prompt of about `tokens` tokens (four bytes each).
+fn long_prompt(label: &str, tokens: usize) -> String {
+    let mut text = format!("{label}: ");
+    while text.len() < tokens * 4 {
+        text.push_str("lorem ipsum dolor sit amet ");
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_crosses_the_threshold_compacts_and_show_marks_the_summary() {
+    let env = Env::new();
+    let server = MockServer::start(vec![
+        sse_text(&["First answer."], None),
+        sse_text(&["## Goal\nThe user is sending long texts."], None),
+        sse_text(&["Second answer."], None),
+    ])
+    .await;
+    // The system prompt and the three tool definitions take about 600 tokens of the 2,500; the
+    // threshold is 2,000. One 700-token prompt stays under it; the second crosses it.
+    env.mock_config(&server, 2_500, json!({}));
+
+    let first = long_prompt("FIRST", 700);
+    let output = env.run(&["run", "--json", &first], "").await;
+    assert_success(&output);
+    assert!(!stdout(&output).contains("compaction"), "{}", stdout(&output));
+
+    let second = long_prompt("SECOND", 700);
+    let output = env.run(&["run", "--json", "--continue", &second], "").await;
+    assert_success(&output);
+    let events: Vec<Value> = stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let finished = events.iter().find(|e| e["type"] == "compaction_finished").expect("a compaction");
+    assert!(events.iter().any(|e| e["type"] == "compaction_started" && e["reason"] == "threshold"));
+    assert!(finished["tokens_before"].as_u64().unwrap() >= 2_000, "{finished}");
+    assert!(finished["tokens_after"].as_u64().unwrap() < finished["tokens_before"].as_u64().unwrap());
+
+    // The summarizer was asked with the first exchange only; the answer request starts at the summary.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let summarize = sent(&requests[1]);
+    assert!(summarize.iter().any(|(_, content)| content.starts_with("FIRST")));
+    assert!(!summarize.iter().any(|(_, content)| content.starts_with("SECOND")));
+    let answer = sent(&requests[2]);
+    assert!(!answer.iter().any(|(_, content)| content.starts_with("FIRST")));
+    assert!(answer[1].1.contains("## Goal\nThe user is sending long texts."), "{:?}", answer[1]);
+    assert_eq!(answer.last().unwrap(), &("user".to_owned(), second.clone()));
+
+    let id = sessions_json(&env)[0]["id"].as_str().unwrap().to_owned();
+    let output = env.command(&["sessions", "show", &id]).output().unwrap();
+    assert_success(&output);
+    let shown = stdout(&output);
+    let after_header: Vec<&str> = shown.lines().skip(1).collect();
+    assert_eq!(after_header[0], "── summary ──");
+    assert_eq!(after_header[1], "## Goal");
+    assert!(!shown.contains("FIRST"), "{shown}");
+    assert!(shown.contains(&format!("── user ──\n{}", second.trim_end())), "{shown}");
+    assert!(shown.ends_with("── assistant · mock-large ──\nSecond answer.\n"), "{shown}");
+
+    let output = env.command(&["sessions", "show", "--full", &id]).output().unwrap();
+    assert_success(&output);
+    let full = stdout(&output);
+    assert!(full.contains(&format!("── user (compacted) ──\n{}", first.trim_end())), "{full}");
+    assert!(full.contains("── summary ──\n## Goal"), "{full}");
+
+    // Export has every stored message, the summary flagged.
+    let output = env.command(&["sessions", "export", "--jsonl", &id]).output().unwrap();
+    assert_success(&output);
+    let exported: Vec<Value> = stdout(&output).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(exported.len(), 5);
+    assert_eq!(exported.iter().filter(|m| m["is_summary"] == true).count(), 1);
+}
+
+fn example_transcript() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/transcript.json").canonicalize().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compact_dry_run_prints_the_numbers_without_calling_a_model() {
+    let env = Env::new();
+    let server = MockServer::start(vec![]).await;
+    env.mock_config(&server, 1_047_576, json!({}));
+    let path = example_transcript();
+    let output = env.run(&["compact", "--dry-run", "--input", path.to_str().unwrap()], "").await;
+    assert_success(&output);
+
+    let messages: Vec<Message> = parse_transcript(&fs::read_to_string(&path).unwrap()).unwrap();
+    let standard = phosphor_prune::prune(&messages, 200, &ApproxCounter);
+    let aggressive = phosphor_prune::prune(&messages, 50, &ApproxCounter);
+    let [before, after_standard, after_aggressive] =
+        [standard.tokens_before, standard.tokens_after, aggressive.tokens_after].map(|t| t + REQUEST_OVERHEAD_TOKENS);
+    let report = stdout(&output);
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(lines[0], format!("{}: 34 messages (1 system), 16 tool results, a JSON array", path.display()));
+    let numbers = |line: &str| line.split_whitespace().map(|w| w.replace(',', "")).filter_map(|w| w.parse::<u64>().ok()).collect::<Vec<_>>();
+    assert!(lines[2].trim_start().starts_with("as read"));
+    assert_eq!(numbers(lines[2]), [before]);
+    assert!(lines[3].trim_start().starts_with("standard pruning (200 chars per tool output)"));
+    assert!(numbers(lines[3]).contains(&after_standard), "{}", lines[3]);
+    assert!(lines[4].trim_start().starts_with("aggressive pruning (50 chars per tool output)"));
+    assert!(numbers(lines[4]).contains(&after_aggressive), "{}", lines[4]);
+    assert!(before > 6_000 && after_standard < before / 2, "{before} {after_standard}");
+    assert_eq!(lines[5], "window: 1,047,576 tokens (models.large, mock-large); threshold 0.8 = 838,061 tokens; 100 reserved for the answer");
+    assert!(lines[6].starts_with("compaction: would not trigger: 0.6% of the window, below the 80% threshold"), "{}", lines[6]);
+    assert!(server.requests().is_empty());
+
+    // With a small window it would.
+    let output = env.run(&["compact", "--dry-run", "--context-window", "8000", "-i", path.to_str().unwrap()], "").await;
+    assert_success(&output);
+    assert!(stdout(&output).contains("compaction: would trigger: "), "{}", stdout(&output));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compact_writes_the_summary_in_place_of_the_history() {
+    let env = Env::new();
+    let summary = "## Goal\nFix the failing unicode tests in tally.\n\n## Done\nU+00A0 added to is_unicode_space.";
+    let server = MockServer::start(vec![
+        sse_text(&[&summary[..20], &summary[20..]], Some((3_000, 40))),
+        sse_text(&["## Goal\nAgain."], None),
+    ])
+    .await;
+    env.mock_config(&server, 1_047_576, json!({}));
+    let path = example_transcript();
+    let out_file = env.dir.path().join("compacted.json");
+    let output = env
+        .run(&["compact", "--input", path.to_str().unwrap(), "--output", out_file.to_str().unwrap()], "")
+        .await;
+    assert_success(&output);
+    assert!(stderr(&output).starts_with("⟳ compacted "), "{}", stderr(&output));
+    assert!(stderr(&output).contains(" tokens with mock-large in "), "{}", stderr(&output));
+
+    let written: Value = serde_json::from_str(&fs::read_to_string(&out_file).unwrap()).unwrap();
+    let original: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    let written = written.as_array().unwrap();
+    assert_eq!(written.len(), 2);
+    // The system prompt is the agent's, kept as it was; the summary comes first after it.
+    assert_eq!(written[0], original[0]);
+    assert_eq!(written[1]["role"], "user");
+    let text = written[1]["content"].as_str().unwrap();
+    assert!(text.starts_with(phosphor_agent::SUMMARY_PREFIX), "{text}");
+    assert!(text.contains(summary), "{text}");
+    assert!(written[1].get("is_summary").is_none());
+
+    // The summarizer got the pruned history: the long test output was cut, the system prompt was not sent.
+    let request = &server.requests()[0];
+    let messages = sent(request);
+    assert!(messages.iter().any(|(_, c)| c.ends_with("\n... [truncated]")));
+    assert!(!messages.iter().any(|(_, c)| c.contains("test count::tests::tabs_separate_words ... ok")));
+    assert!(request.body.get("tools").is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)));
+
+    // JSON lines in, JSON lines out, and a flagged summary is continued from on the next pass.
+    let jsonl = format!(
+        "{}\n{}\n",
+        json!({ "role": "user", "content": format!("{}## Goal\nOld.", phosphor_agent::SUMMARY_PREFIX), "is_summary": true }),
+        json!({ "role": "user", "content": "Now the docs, please." })
+    );
+    let output = env.run(&["compact", "--summary-flag", "-i", "-"], &jsonl).await;
+    assert_success(&output);
+    let lines: Vec<Value> = stdout(&output).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["is_summary"], true);
+    let second = sent(&server.requests()[1]);
+    assert!(second[0].1.contains("## Goal\nOld."), "the previous summary is in the prompt: {:?}", second[0]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_cannot_read_outside_the_workspace() {
+    let env = Env::new();
+    fs::write(env.workspace().join("notes.txt"), "remember the milk\n").unwrap();
+    fs::write(env.dir.path().join("secret.txt"), "hunter2\n").unwrap();
+    let server = MockServer::start(vec![
+        sse_tool_calls(
+            &[
+                ("c1", "read_file", r#"{"path":"../secret.txt"}"#),
+                ("c2", "read_file", r#"{"path":"notes.txt"}"#),
+                ("c3", "search_text", r#"{"pattern":"hunter2","path":".."}"#),
+            ],
+            None,
+        ),
+        sse_text(&["The notes say to remember the milk."], None),
+    ])
+    .await;
+    env.mock_config(&server, 100_000, json!({}));
+
+    let output = env.run(&["run", "What do my files say?"], "").await;
+    assert_success(&output);
+    assert_eq!(stdout(&output), "The notes say to remember the milk.\n");
+    assert_eq!(
+        stderr(&output),
+        "→ read_file ../secret.txt\n→ read_file notes.txt\n→ search_text \"hunter2\" in ..\n\
+         ← error: ../secret.txt leaves the workspace; only paths inside WS may be read\n← 1 line\n\
+         ← error: .. leaves the workspace (it resolves to DIR); only paths inside WS may be read\n"
+            .replace("WS", &env.workspace().canonicalize().unwrap().display().to_string())
+            .replace("DIR", &env.dir.path().canonicalize().unwrap().display().to_string())
+    );
+    let requests = server.requests();
+    let results: Vec<(String, String)> = sent(&requests[1]).into_iter().filter(|(role, _)| role == "tool").collect();
+    assert_eq!(results.len(), 3);
+    assert!(results[0].1.starts_with("error: ../secret.txt leaves the workspace"), "{:?}", results[0]);
+    assert_eq!(results[1].1, "     1\tremember the milk");
+    assert!(results[2].1.starts_with("error: .. leaves the workspace"), "{:?}", results[2]);
+    assert!(!requests.iter().any(|r| r.body.to_string().contains("hunter2\\n")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_reads_lines_and_slash_commands_from_stdin() {
+    let env = Env::new();
+    let server = MockServer::start(vec![
+        sse_text(&["Hi! How can I help?"], None),
+        sse_text(&["## Goal\nGreeting."], None),
+    ])
+    .await;
+    env.mock_config(&server, 10_000, json!({}));
+
+    let output = env.run(&["chat"], "hello\n/tokens\n/summary\n/compact focus on greetings\n/summary\n/nope\n/exit\nnot sent\n").await;
+    assert_success(&output);
+    let text = stdout(&output);
+    assert!(text.starts_with("phosphor chat · mock-large · 10,000-token window · compaction at 80%"), "{text}");
+    assert!(text.contains("\nHi! How can I help?\n"), "{text}");
+    assert!(text.contains("\nnext request ≈ "), "{text}");
+    assert!(text.contains("\nno summary yet: this session has not been compacted\n"), "{text}");
+    assert!(text.contains("\n⟳ compacted "), "{text}");
+    assert!(text.contains("\n── summary ──\n## Goal\nGreeting."), "{text}");
+    assert!(text.contains("\nunknown command /nope; /help lists the commands\n"), "{text}");
+    assert_eq!(server.requests().len(), 2);
+    let instructions = sent(&server.requests()[1]);
+    assert!(instructions[0].1.contains("focus on greetings"), "{:?}", instructions[0]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_check_names_origins_and_reports_bad_values() {
+    let env = Env::new();
+    fs::write(env.workspace().join("phosphor.json"), r#"{ "options": { "summarize_threshold": 0.5 } }"#).unwrap();
+    let workspace_file = env.workspace().join("phosphor.json").display().to_string();
+    let output = env.run(&["config", "check"], "").await;
+    assert_success(&output);
+    let report = stdout(&output);
+    let line = |key: &str| report.lines().find(|l| l.trim_start().starts_with(&format!("{key} = "))).unwrap().to_owned();
+    assert!(line("options.summarize_threshold").ends_with(&format!("<- {workspace_file}")), "{report}");
+    assert!(line("options.summarize_model").ends_with("<- default"), "{report}");
+    assert!(report.contains("models.large is not set"), "{report}");
+
+    fs::write(env.config_path(), r#"{ "options": { "summarize_threshold": 1.5 } }"#).unwrap();
+    let output = env.run(&["config", "check"], "").await;
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "error: {}: options.summarize_threshold: 1.5 is out of range; allowed: a number > 0 and <= 1\n",
+            env.config_path().display()
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_model_the_error_says_how_to_configure_one() {
+    let env = Env::new();
+    let output = env.run(&["run", "hi"], "").await;
+    assert_eq!(output.status.code(), Some(1));
+    let error = stderr(&output);
+    assert_eq!(error.lines().count(), 1, "{error}");
+    assert!(error.starts_with("error: no model is configured, and the embedded engine is not available in this build"));
+    assert!(error.contains(r#""models": {"large": {"provider": "openai""#), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_errors_exit_with_2() {
+    let env = Env::new();
+    let output = env.run(&["run", "   "], "").await;
+    assert_eq!((output.status.code(), stderr(&output)), (Some(2), "error: the prompt is empty; give it as an argument or on stdin\n".to_owned()));
+    let output = env.run(&["run", "--bogus"], "").await;
+    assert_eq!(output.status.code(), Some(2));
+    let output = env.run(&["sessions", "show", "nope"], "").await;
+    assert_eq!(
+        (output.status.code(), stderr(&output)),
+        (Some(1), "error: no session with id nope; list the sessions with `phosphor sessions list`\n".to_owned())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn profiles_list_and_check() {
+    let env = Env::new();
+    let dir = env.workspace().join(".phosphor/profiles/terse");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("summarization.md.tpl"), "Summarize {{ message_count }} messages tersely.\n").unwrap();
+    let output = env.run(&["profiles", "list"], "").await;
+    assert_success(&output);
+    let listed = stdout(&output);
+    assert!(listed.lines().nth(1).unwrap().starts_with("terse    workspace  "), "{listed}");
+    let output = env.run(&["profiles", "check"], "").await;
+    assert_success(&output);
+    assert_eq!(stdout(&output), "terse: ok\ndefault: ok\n");
+
+    fs::write(dir.join("summarization.md.tpl"), "{{ no_such_variable }}\n").unwrap();
+    let output = env.run(&["profiles", "check", "terse"], "").await;
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(stdout(&output).starts_with("terse: workspace template "), "{}", stdout(&output));
+}

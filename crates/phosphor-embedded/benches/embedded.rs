@@ -1,0 +1,119 @@
+//! Embedded model throughput: load time, prompt (prefill) and generation tokens per second.
+//!
+//! `PHOSPHOR_TEST_MODEL=<file.gguf> cargo bench -p phosphor-embedded --bench embedded`
+//! (`cargo xtask fetch-test-model` prints the path). `PHOSPHOR_BENCH_RUNS` sets the number of measured runs (3).
+//! Prefill speed is the prompt's tokens over the time to the first text; generation speed is the remaining tokens
+//! over the time after it.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use phosphor_core::config::InferenceConfig;
+use phosphor_core::message::Message;
+use phosphor_core::model::{ChatModel, ChatRequest, StreamEvent};
+use phosphor_embedded::{HubSettings, load_with};
+
+/// Tokens generated per run.
+const GENERATE: u64 = 128;
+
+struct Run {
+    prompt_tokens: u64,
+    output_tokens: u64,
+    first_token: Duration,
+    total: Duration,
+}
+
+impl Run {
+    fn prefill_per_sec(&self) -> f64 {
+        self.prompt_tokens as f64 / self.first_token.as_secs_f64()
+    }
+
+    fn generate_per_sec(&self) -> f64 {
+        self.output_tokens.saturating_sub(1) as f64 / (self.total - self.first_token).as_secs_f64()
+    }
+}
+
+/// The prompt of run `run`: it starts differently each time, so mistral.rs's prefix cache cannot skip the prefill.
+fn prompt(run: usize) -> Vec<Message> {
+    let notes = (1..=40)
+        .map(|i| format!("Step {i}: the agent read file src/module_{i}.rs and found function handler_{i} too long."))
+        .collect::<Vec<_>>()
+        .join("\n");
+    vec![
+        Message::system(format!("Report number {run}. You write long, detailed technical reports.")),
+        Message::user(format!("{notes}\n\nWrite a detailed report on every step above, one paragraph per step.")),
+    ]
+}
+
+async fn run(model: &dyn ChatModel, number: usize) -> anyhow::Result<Run> {
+    let request = ChatRequest { messages: prompt(number), max_output_tokens: Some(GENERATE), ..ChatRequest::default() };
+    let started = Instant::now();
+    let mut first_token = None;
+    let mut usage = None;
+    let mut stream = model.stream(request);
+    while let Some(event) = stream.next().await {
+        match event? {
+            StreamEvent::TextDelta { .. } | StreamEvent::ReasoningDelta { .. } => {
+                first_token.get_or_insert_with(|| started.elapsed());
+            }
+            StreamEvent::Usage(u) => usage = Some(u),
+            _ => {}
+        }
+    }
+    let total = started.elapsed();
+    let usage = usage.ok_or_else(|| anyhow::anyhow!("no usage reported"))?;
+    Ok(Run {
+        prompt_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        first_token: first_token.ok_or_else(|| anyhow::anyhow!("no text generated"))?,
+        total,
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    let Some(path) = std::env::var_os("PHOSPHOR_TEST_MODEL").map(PathBuf::from) else {
+        eprintln!("skipped: set PHOSPHOR_TEST_MODEL to a GGUF file (cargo xtask fetch-test-model)");
+        return Ok(());
+    };
+    let runs: usize = std::env::var("PHOSPHOR_BENCH_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let config = InferenceConfig { enabled: true, model_path: Some(path.clone()), ..InferenceConfig::default() };
+        let started = Instant::now();
+        let model = load_with(&config, HubSettings::from_env()).await?;
+        let load = started.elapsed();
+        println!("model: {} ({}, {})", path.display(), model.architecture(), model.device());
+        println!("load: {:.2} s", load.as_secs_f64());
+        // Warm-up: the first call pays one-time costs.
+        let warm = run(model.as_ref(), 0).await?;
+        println!(
+            "warm-up: prompt {} tok, output {} tok, first token {:.2} s",
+            warm.prompt_tokens,
+            warm.output_tokens,
+            warm.first_token.as_secs_f64()
+        );
+        let mut measured = Vec::new();
+        for i in 0..runs {
+            let r = run(model.as_ref(), i + 1).await?;
+            println!(
+                "run {}: prompt {} tok in {:.2} s = {:.1} tok/s; generated {} tok in {:.2} s = {:.1} tok/s",
+                i + 1,
+                r.prompt_tokens,
+                r.first_token.as_secs_f64(),
+                r.prefill_per_sec(),
+                r.output_tokens,
+                (r.total - r.first_token).as_secs_f64(),
+                r.generate_per_sec()
+            );
+            measured.push(r);
+        }
+        let mean = |f: fn(&Run) -> f64| measured.iter().map(f).sum::<f64>() / measured.len().max(1) as f64;
+        println!(
+            "mean over {runs} runs: prefill {:.1} tok/s, generation {:.1} tok/s",
+            mean(Run::prefill_per_sec),
+            mean(Run::generate_per_sec)
+        );
+        Ok(())
+    })
+}

@@ -1,0 +1,250 @@
+//! The embedded backend on a real model: SmolLM2-135M-Instruct from `PHOSPHOR_TEST_MODEL`
+//! (`cargo xtask fetch-test-model`). Every test is skipped, saying so, when the variable is unset.
+//!
+//! All tests share one process, so they share one engine (the process-wide cache is part of what is tested).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use phosphor_core::config::InferenceConfig;
+use phosphor_core::message::{FinishReason, Message};
+use phosphor_core::model::{ChatModel, ChatRequest, ModelInfo, StreamEvent};
+use phosphor_embedded::{EmbeddedModel, HubSettings, ModelSource, load_with, resolve};
+use pretty_assertions::assert_eq;
+use tracing_subscriber::layer::SubscriberExt;
+
+/// SmolLM2's `llama.context_length`.
+const SMOLLM2_CONTEXT: u64 = 8192;
+/// Short answers: debug builds run the engine's own code unoptimised.
+const MAX_TOKENS: u64 = 48;
+
+fn test_model() -> Option<PathBuf> {
+    let path = std::env::var_os("PHOSPHOR_TEST_MODEL").map(PathBuf::from);
+    if path.is_none() {
+        eprintln!("skipped: PHOSPHOR_TEST_MODEL is not set (run `cargo xtask fetch-test-model`)");
+    }
+    path
+}
+
+/// Settings that would fail any network use: offline, in an empty cache.
+fn no_network() -> HubSettings {
+    HubSettings {
+        cache_dir: PathBuf::from("/nonexistent/phosphor-test-hub"),
+        endpoint: "http://127.0.0.1:9".into(),
+        offline: true,
+        token: None,
+        progress: false,
+    }
+}
+
+fn local(path: &Path) -> InferenceConfig {
+    InferenceConfig { enabled: true, model_path: Some(path.to_owned()), model_repo: None, gpu: false }
+}
+
+async fn smollm2(path: &Path) -> Arc<EmbeddedModel> {
+    load_with(&local(path), no_network()).await.unwrap()
+}
+
+/// A short agent session to summarize.
+fn conversation() -> Vec<Message> {
+    vec![
+        Message::system("You summarize conversations. Answer with one short paragraph."),
+        Message::user("Our CI fails: the test `parses_config` panics on an empty file."),
+        Message::assistant("The parser calls unwrap on the first line. I changed it to return an error instead."),
+        Message::user("Good, the test passes now. Summarize what we did."),
+    ]
+}
+
+fn request(messages: Vec<Message>) -> ChatRequest {
+    ChatRequest { messages, max_output_tokens: Some(MAX_TOKENS), ..ChatRequest::default() }
+}
+
+#[tokio::test]
+async fn reports_the_window_from_the_gguf() {
+    let Some(path) = test_model() else { return };
+    let model = smollm2(&path).await;
+    assert_eq!(
+        model.info(),
+        &ModelInfo {
+            provider: "embedded".into(),
+            model: "SmolLM2-135M-Instruct.Q4_1.gguf".into(),
+            context_window: SMOLLM2_CONTEXT,
+            max_output_tokens: 4096,
+        }
+    );
+    assert_eq!((model.architecture(), model.device()), ("llama", "cpu"));
+}
+
+#[tokio::test]
+async fn summarizes_a_conversation_as_a_stream() {
+    let Some(path) = test_model() else { return };
+    let model = smollm2(&path).await;
+    let events: Vec<StreamEvent> =
+        model.stream(request(conversation())).map(|e| e.unwrap()).collect::<Vec<_>>().await;
+
+    // Text deltas, then usage, then the finish, and nothing else.
+    let deltas: Vec<&str> = events
+        .iter()
+        .map_while(|e| match e {
+            StreamEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!deltas.is_empty(), "no text: {events:?}");
+    assert!(deltas.iter().all(|d| !d.is_empty()), "an empty delta: {deltas:?}");
+    let rest = &events[deltas.len()..];
+    let [StreamEvent::Usage(usage), StreamEvent::Finish { reason }] = rest else {
+        panic!("expected usage then finish after the text, got {rest:?}");
+    };
+    assert!(matches!(reason, FinishReason::Stop | FinishReason::Length), "{reason:?}");
+    assert!(usage.input_tokens > 40, "{usage:?}");
+    assert!(usage.output_tokens > 0 && usage.output_tokens <= MAX_TOKENS, "{usage:?}");
+    if *reason == FinishReason::Length {
+        assert_eq!(usage.output_tokens, MAX_TOKENS);
+    }
+    // Deltas arrive in order: together they make the whole answer, which is about the conversation.
+    let text = deltas.concat();
+    assert!(text.trim().len() > 10, "{text:?}");
+    // Greedy decoding: the same request gives the same answer.
+    let again = model.complete(request(conversation())).await.unwrap();
+    assert_eq!(again.text, text);
+}
+
+#[tokio::test]
+async fn complete_collects_the_answer() {
+    let Some(path) = test_model() else { return };
+    let model = smollm2(&path).await;
+    let completion =
+        model.complete(request(vec![Message::user("What is the capital of France? One word.")])).await.unwrap();
+    assert!(completion.text.contains("Paris"), "{completion:?}");
+    assert_eq!(completion.finish_reason, Some(FinishReason::Stop));
+    let usage = completion.usage.unwrap();
+    assert!(usage.input_tokens > 5 && usage.output_tokens > 0, "{usage:?}");
+}
+
+#[tokio::test]
+async fn a_second_load_reuses_the_engine() {
+    let Some(path) = test_model() else { return };
+    let first = smollm2(&path).await;
+    let second = smollm2(&path).await;
+    assert!(Arc::ptr_eq(&first, &second));
+
+    // The same file reached through a Hugging Face cache link is the same engine too.
+    let home = tempfile::tempdir().unwrap();
+    let repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF";
+    let snapshot = home.path().join(format!("models--{}", repo.replace('/', "--"))).join("snapshots").join("abc");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(snapshot.parent().unwrap().parent().unwrap().join("refs")).unwrap();
+    std::fs::write(snapshot.parent().unwrap().parent().unwrap().join("refs").join("main"), "abc").unwrap();
+    std::os::unix::fs::symlink(std::fs::canonicalize(&path).unwrap(), snapshot.join("model.gguf")).unwrap();
+    let hub = HubSettings { cache_dir: home.path().to_owned(), ..no_network() };
+    let config = InferenceConfig { model_path: None, model_repo: Some(repo.into()), ..local(&path) };
+    let resolved = resolve(&config, &hub).unwrap();
+    assert_eq!(resolved.source, ModelSource::Cached { repo: repo.into(), file: "model.gguf".into() });
+    let third = load_with(&config, hub).await.unwrap();
+    assert!(Arc::ptr_eq(&first, &third));
+}
+
+#[tokio::test]
+async fn a_prompt_longer_than_the_window_is_a_context_overflow() {
+    let Some(path) = test_model() else { return };
+    let model = smollm2(&path).await;
+    let long = "lorem ipsum dolor sit amet ".repeat(3000);
+    let err = model.complete(request(vec![Message::user(long)])).await.unwrap_err();
+    assert!(
+        matches!(err, phosphor_core::Error::ContextOverflow { limit_tokens: Some(SMOLLM2_CONTEXT), .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn gpu_without_a_gpu_backend_falls_back_to_the_cpu() {
+    let Some(path) = test_model() else { return };
+    if cfg!(any(feature = "cuda", feature = "metal")) {
+        eprintln!("skipped: this build has a GPU backend");
+        return;
+    }
+    let model = load_with(&InferenceConfig { gpu: true, ..local(&path) }, no_network()).await.unwrap();
+    assert_eq!(model.device(), "cpu");
+    // It is the CPU engine, not a second one.
+    assert!(Arc::ptr_eq(&model, &smollm2(&path).await));
+}
+
+#[tokio::test]
+async fn the_call_span_records_usage() {
+    let Some(path) = test_model() else { return };
+    let model = smollm2(&path).await;
+    let recorded = Arc::new(Mutex::new(HashMap::new()));
+    let subscriber = tracing_subscriber::registry().with(SpanFields(recorded.clone()));
+    let usage = {
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let completion = model.complete(request(vec![Message::user("Say hi.")])).await.unwrap();
+        completion.usage.unwrap()
+    };
+    let recorded = recorded.lock().unwrap().clone();
+    let field = |name: &str| recorded.get(name).cloned();
+    assert_eq!(
+        (
+            field("gen_ai.usage.input_tokens"),
+            field("gen_ai.usage.output_tokens"),
+            field("gen_ai.provider.name"),
+            field("gen_ai.request.model")
+        ),
+        (
+            Some(usage.input_tokens.to_string()),
+            Some(usage.output_tokens.to_string()),
+            Some("embedded".to_owned()),
+            Some("SmolLM2-135M-Instruct.Q4_1.gguf".to_owned())
+        )
+    );
+}
+
+/// Collects the fields of `chat` spans, as they are created and recorded.
+struct SpanFields(Arc<Mutex<HashMap<String, String>>>);
+
+impl SpanFields {
+    fn collect(&self, values: &dyn Fn(&mut dyn tracing::field::Visit)) {
+        struct Visitor<'a>(&'a mut HashMap<String, String>);
+        impl tracing::field::Visit for Visitor<'_> {
+            fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+                self.0.insert(field.name().to_owned(), value.to_string());
+            }
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                self.0.insert(field.name().to_owned(), value.to_owned());
+            }
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.insert(field.name().to_owned(), format!("{value:?}"));
+            }
+        }
+        let mut map = self.0.lock().unwrap();
+        values(&mut Visitor(&mut map));
+    }
+}
+
+impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>> tracing_subscriber::Layer<S>
+    for SpanFields
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if attrs.metadata().name() == "chat" {
+            self.collect(&|visitor| attrs.record(visitor));
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if ctx.span(id).is_some_and(|span| span.name() == "chat") {
+            self.collect(&|visitor| values.record(visitor));
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Remote chat models for Phosphor: [`OpenAiModel`] implements [`phosphor_core::ChatModel`] over
+//! any OpenAI-compatible chat-completions endpoint, with async-openai underneath.
+//!
+//! Providers are data ([`ProviderConfig`](phosphor_core::config::ProviderConfig): base URL, the
+//! environment variable holding the key, extra headers), not one type per vendor.
+//!
+//! - Answers stream: text and reasoning deltas (`reasoning_content` or `reasoning`) as they come,
+//!   tool calls assembled from their fragments and emitted whole at the finish, then the usage
+//!   (the server's, asked for with `stream_options.include_usage`, or our own
+//!   [`ApproxCounter`](phosphor_core::ApproxCounter) count of request and output when it sends
+//!   none), then the finish reason.
+//! - Failures become [`phosphor_core::Error`]s by [`classify_error`], which knows how each server
+//!   words a context overflow; [`RetryPolicy`] retries what may pass (rate limits, 5xx,
+//!   connection errors) before anything was streamed, and never a context overflow: that goes
+//!   to the caller, which compacts.
+//! - Each call runs in a tracing span `chat {model}` with OpenTelemetry's `gen_ai.*` fields,
+//!   usage included. The API key appears in no log, span or `Debug` output.
+//!
+//! Only this crate names async-openai types.
+//!
+//! # Ollama truncates instead of failing
+//!
+//! Ollama's OpenAI-compatible endpoint does not reject a prompt longer than the model's context
+//! (`num_ctx`): it silently drops the oldest tokens and answers, so no overflow error ever comes
+//! back. Configure the model's `context_window` to the `num_ctx` Ollama runs it with: Phosphor's
+//! pre-request estimate against that window then compacts before anything is cut.
+//!
+//! ```no_run
+//! use phosphor_core::config::{ModelConfig, ProviderConfig};
+//! use phosphor_core::{ChatModel, ChatRequest, Message};
+//! use phosphor_llm::OpenAiModel;
+//!
+//! # async fn run() -> phosphor_core::Result<()> {
+//! let provider = ProviderConfig {
+//!     base_url: "https://api.openai.com/v1".into(),
+//!     api_key_env: Some("OPENAI_API_KEY".into()),
+//!     ..ProviderConfig::default()
+//! };
+//! let model = ModelConfig {
+//!     provider: "openai".into(),
+//!     model: "gpt-4o-mini".into(),
+//!     context_window: 128_000,
+//!     max_output_tokens: 4096,
+//! };
+//! let model = OpenAiModel::new("openai", &provider, &model)?;
+//! let request = ChatRequest { messages: vec![Message::user("Say hi")], ..ChatRequest::default() };
+//! let answer = model.complete(request).await?;
+//! println!("{} ({:?})", answer.text, answer.usage);
+//! # Ok(())
+//! # }
+//! ```
+
+mod assemble;
+pub mod error;
+mod model;
+mod transport;
+
+pub use error::{Error, Result, classify_error};
+pub use model::{OpenAiModel, RetryPolicy};

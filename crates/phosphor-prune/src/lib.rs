@@ -1,0 +1,316 @@
+//! Pure transformations of a message history before it is sent to a model: tool-output pruning,
+//! tool-call pairing repair, turn boundaries and the overflow ladder's last rungs.
+//!
+//! Nothing here does I/O or allocates for a message it leaves alone: every function takes and
+//! returns [`Cow`]s, so an unchanged message is the caller's own `&Message`, never a copy.
+//!
+//! ```
+//! use phosphor_core::{ApproxCounter, Message, Part, ToolCall};
+//! use phosphor_prune::{TRUNCATION_MARKER, check_tool_pairing, prune};
+//!
+//! let call = ToolCall { id: "c1".into(), name: "bash".into(), arguments: r#"{"cmd":"make"}"#.into() };
+//! let history = vec![
+//!     Message::user("build it"),
+//!     Message::new(phosphor_core::Role::Assistant, vec![Part::ToolCall(call)]),
+//!     Message::tool_result("c1", "bash", "x".repeat(10_000), false),
+//! ];
+//! let pruned = prune(&history, 200, &ApproxCounter);
+//! assert_eq!(pruned.truncated_results, 1);
+//! assert!(pruned.tokens_saved() > 2_000);
+//! let kept = pruned.messages[2].tool_results().next().map(|r| r.content.clone()).unwrap_or_default();
+//! assert_eq!(kept, format!("{}{TRUNCATION_MARKER}", "x".repeat(200)));
+//! assert_eq!(check_tool_pairing(&pruned.messages), Ok(()));
+//! ```
+//!
+//! # Errors
+//!
+//! The crate has no error type and no `error.rs`: pruning, repair and the ladder primitives
+//! accept any history and cannot fail. The one `Result` is [`check_tool_pairing`]'s, whose
+//! error is the [`PairingViolation`] it was asked to find.
+
+use std::borrow::Cow;
+
+use phosphor_core::message::{Message, Part, ToolResult};
+use phosphor_core::tokens::TokenCounter;
+
+mod ladder;
+mod pairing;
+#[doc(hidden)]
+pub mod synthetic;
+#[cfg(test)]
+mod test_dsl;
+mod turns;
+
+pub use ladder::{OMITTED_OUTPUT, drop_oldest_turns, omit_oldest_tool_outputs};
+pub use pairing::{INTERRUPTED_RESULT, PairingViolation, check_tool_pairing, repair_tool_pairing};
+pub use turns::{keep_recent_split, turn_starts};
+
+/// Appended to a tool output that was cut.
+pub const TRUNCATION_MARKER: &str = "\n... [truncated]";
+
+/// [`TRUNCATION_MARKER`]'s length in characters (it is ASCII, so also in bytes).
+const MARKER_CHARS: usize = TRUNCATION_MARKER.len();
+
+/// The first `max_chars` Unicode scalar values of `text` followed by [`TRUNCATION_MARKER`],
+/// or `text` itself (borrowed) when cutting would not make it shorter.
+///
+/// A text of up to `max_chars + 16` characters (16 being the marker's length) is kept whole:
+/// cutting it would append more than it removes. So the result is never longer than the input,
+/// a cut result has exactly `max_chars + 16` characters, and a text already ending in the marker
+/// whose body fits `max_chars` is left alone: truncating twice equals truncating once.
+///
+/// Counts scalar values (`char`s), not grapheme clusters: a cut never splits a UTF-8 sequence,
+/// but may separate an emoji from its modifier or a letter from its combining accent.
+pub fn truncate_chars(text: &str, max_chars: usize) -> Cow<'_, str> {
+    match cut_point(text, max_chars) {
+        None => Cow::Borrowed(text),
+        Some(at) => {
+            let mut out = String::with_capacity(at + MARKER_CHARS);
+            out.push_str(&text[..at]);
+            out.push_str(TRUNCATION_MARKER);
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// The byte offset at which [`truncate_chars`] cuts `text`, or `None` when it keeps it whole.
+fn cut_point(text: &str, max_chars: usize) -> Option<usize> {
+    let limit = max_chars.saturating_add(MARKER_CHARS);
+    // Every char is at least one byte: a text of at most `limit` bytes has at most `limit` chars.
+    if text.len() <= limit {
+        return None;
+    }
+    let (at, _) = text.char_indices().nth(max_chars)?;
+    // Cut only when more than the marker's worth of characters follows the cut point.
+    text[at..].chars().nth(MARKER_CHARS).map(|_| at)
+}
+
+/// The result of [`prune`]: the pruned history and what pruning saved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pruned<'a> {
+    /// The history in its original order; messages that were not cut are borrowed.
+    pub messages: Vec<Cow<'a, Message>>,
+    /// How many tool results were cut.
+    pub truncated_results: usize,
+    /// Tokens of the history before pruning.
+    pub tokens_before: u64,
+    /// Tokens of [`Pruned::messages`].
+    pub tokens_after: u64,
+}
+
+impl Pruned<'_> {
+    /// `tokens_before - tokens_after` (never negative: pruning never lengthens a message).
+    pub fn tokens_saved(&self) -> u64 {
+        self.tokens_before.saturating_sub(self.tokens_after)
+    }
+
+    /// The pruned history as owned messages (cloning the borrowed ones).
+    pub fn into_owned(self) -> Vec<Message> {
+        self.messages.into_iter().map(Cow::into_owned).collect()
+    }
+}
+
+/// Cuts the content of every [`Part::ToolResult`] to `max_chars` characters with
+/// [`truncate_chars`]; every other part and every message without a cut is left alone and borrowed.
+///
+/// Token counts come from `counter.count_message`: each message is counted once, and a cut
+/// message once more after the cut. Order, ids and tool-call pairing are unchanged.
+pub fn prune<'a>(messages: &'a [Message], max_chars: usize, counter: &dyn TokenCounter) -> Pruned<'a> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut truncated_results = 0;
+    let mut tokens_before = 0;
+    let mut tokens_after = 0;
+    for message in messages {
+        let before = counter.count_message(message);
+        tokens_before += before;
+        match prune_message(message, max_chars) {
+            Some((pruned, cuts)) => {
+                truncated_results += cuts;
+                tokens_after += counter.count_message(&pruned);
+                out.push(Cow::Owned(pruned));
+            }
+            None => {
+                tokens_after += before;
+                out.push(Cow::Borrowed(message));
+            }
+        }
+    }
+    Pruned { messages: out, truncated_results, tokens_before, tokens_after }
+}
+
+/// The message with its long tool results cut and how many were cut, or `None` when none is
+/// long. Builds the copy part by part so that a long output is never copied whole.
+fn prune_message(message: &Message, max_chars: usize) -> Option<(Message, usize)> {
+    let first = message.parts.iter().position(|part| match part {
+        Part::ToolResult(result) => cut_point(&result.content, max_chars).is_some(),
+        _ => false,
+    })?;
+    let mut cuts = 0;
+    let parts = message
+        .parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| match part {
+            Part::ToolResult(result) if i >= first => match truncate_chars(&result.content, max_chars) {
+                Cow::Owned(content) => {
+                    cuts += 1;
+                    Part::ToolResult(ToolResult { content, ..clone_result_meta(result) })
+                }
+                Cow::Borrowed(_) => part.clone(),
+            },
+            _ => part.clone(),
+        })
+        .collect();
+    Some((with_parts(message, parts), cuts))
+}
+
+/// A copy of `result` with empty content (the caller supplies new content).
+pub(crate) fn clone_result_meta(result: &ToolResult) -> ToolResult {
+    ToolResult {
+        call_id: result.call_id.clone(),
+        name: result.name.clone(),
+        content: String::new(),
+        is_error: result.is_error,
+    }
+}
+
+/// A copy of `message` holding `parts` instead of its own (its own parts are not cloned).
+/// Lists every field on purpose: a field added to [`Message`] must be added here, and the
+/// compiler says so.
+pub(crate) fn with_parts(message: &Message, parts: Vec<Part>) -> Message {
+    Message {
+        id: message.id.clone(),
+        session_id: message.session_id.clone(),
+        role: message.role,
+        parts,
+        is_summary: message.is_summary,
+        summarized_until: message.summarized_until.clone(),
+        status: message.status,
+        name: message.name.clone(),
+        model: message.model.clone(),
+        usage: message.usage,
+        created_at: message.created_at,
+        updated_at: message.updated_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use phosphor_core::message::Role;
+    use phosphor_core::tokens::ApproxCounter;
+    use pretty_assertions::assert_eq;
+
+    /// `expected` is `None` when the text must come back borrowed and unchanged.
+    fn check(input: &str, max: usize, expected: Option<&str>) {
+        let out = truncate_chars(input, max);
+        match expected {
+            None => {
+                assert!(matches!(out, Cow::Borrowed(_)), "{input:?} at {max} was copied: {out:?}");
+                assert_eq!(out, input);
+            }
+            Some(expected) => {
+                assert!(matches!(out, Cow::Owned(_)), "{input:?} at {max} was not cut");
+                assert_eq!(out, format!("{expected}{TRUNCATION_MARKER}"), "{input:?} at {max}");
+            }
+        }
+    }
+
+    #[test]
+    fn truncates_by_chars_and_never_lengthens() {
+        let a20 = "a".repeat(20);
+        let a21 = "a".repeat(21);
+        check("", 0, None);
+        check("", 5, None);
+        check("short", 5, None);
+        // Up to 16 characters over the limit: the marker would cost more than the cut saves.
+        check(&"a".repeat(5 + 16), 5, None);
+        check(&"a".repeat(5 + 17), 5, Some("aaaaa"));
+        check(&a20, 3, Some("aaa"));
+        check(&a21, 0, Some(""));
+        check(&"a".repeat(16), 0, None);
+        check(&"a".repeat(17), 0, Some(""));
+    }
+
+    #[test]
+    fn counts_scalar_values_not_bytes() {
+        // 2-byte, 3-byte and 4-byte characters; 40 bytes of 20 chars must not be cut at 10.
+        let e20 = "é".repeat(20);
+        check(&e20, 10, None);
+        check(&"é".repeat(27), 10, Some(&"é".repeat(10)));
+        check(&"日本語".repeat(10), 3, Some("日本語"));
+        check(&"日本語".repeat(10), 4, Some("日本語日"));
+        check(&"👍".repeat(30), 1, Some("👍"));
+        check(&format!("ab👍{}", "x".repeat(30)), 3, Some("ab👍"));
+        check(&format!("ab👍{}", "x".repeat(30)), 2, Some("ab"));
+        // A skin-tone modifier and a ZWJ family are several scalars: the cut may separate them.
+        check(&format!("👍🏽{}", "x".repeat(30)), 1, Some("👍"));
+        check(&format!("👨‍👩‍👧{}", "y".repeat(30)), 2, Some("👨\u{200d}"));
+        // A combining accent is its own scalar.
+        check(&format!("e\u{301}{}", "z".repeat(30)), 1, Some("e"));
+        // Mixed: the byte fast path must not decide for multi-byte text over the limit.
+        check(&format!("{}{}", "ü".repeat(16), "a".repeat(1)), 0, Some(""));
+    }
+
+    #[test]
+    fn already_truncated_text_is_left_alone() {
+        let once = truncate_chars(&"x".repeat(500), 200).into_owned();
+        check(&once, 200, None);
+        check(&once, 250, None);
+        // A stricter limit cuts the body again without doubling the marker.
+        check(&once, 50, Some(&"x".repeat(50)));
+        check(&format!("{}{TRUNCATION_MARKER}", "ß".repeat(30)), 30, None);
+    }
+
+    fn tool(content: &str) -> Message {
+        Message::tool_result("c1", "read", content, false).with_id("t")
+    }
+
+    #[test]
+    fn prune_cuts_only_long_tool_results_and_counts_tokens() {
+        let long = "L".repeat(1_000);
+        let history = vec![
+            Message::user(long.clone()).with_id("u"),
+            Message::assistant(long.clone()).with_id("a"),
+            tool(&long),
+            tool("short"),
+        ];
+        let pruned = prune(&history, 100, &ApproxCounter);
+        let cut = format!("{}{TRUNCATION_MARKER}", "L".repeat(100));
+        assert_eq!(pruned.clone().into_owned(), vec![history[0].clone(), history[1].clone(), tool(&cut), tool("short")]);
+        assert!(matches!(pruned.messages[0], Cow::Borrowed(m) if std::ptr::eq(m, &history[0])));
+        assert!(matches!(pruned.messages[1], Cow::Borrowed(_)));
+        assert!(matches!(pruned.messages[2], Cow::Owned(_)));
+        assert!(matches!(pruned.messages[3], Cow::Borrowed(_)));
+        assert_eq!(pruned.truncated_results, 1);
+        let count = |ms: &[Message]| ms.iter().map(|m| ApproxCounter.count_message(m)).sum::<u64>();
+        assert_eq!(pruned.tokens_before, count(&history));
+        assert_eq!(pruned.tokens_after, count(&pruned.clone().into_owned()));
+        assert_eq!(pruned.tokens_saved(), ApproxCounter::count_bytes(1_000) - ApproxCounter::count_bytes(cut.len()));
+    }
+
+    #[test]
+    fn prune_cuts_each_result_of_a_multi_result_message() {
+        let result = |id: &str, content: &str| {
+            Part::ToolResult(ToolResult {
+                call_id: id.into(),
+                name: "grep".into(),
+                content: content.into(),
+                is_error: id == "c2",
+            })
+        };
+        let long = "ÿ".repeat(100);
+        let message = Message::new(
+            Role::Tool,
+            vec![result("c1", "ok"), result("c2", &long), Part::Text { text: long.clone() }, result("c3", &long)],
+        );
+        let pruned = prune(std::slice::from_ref(&message), 10, &ApproxCounter);
+        let cut = format!("{}{TRUNCATION_MARKER}", "ÿ".repeat(10));
+        let expected = Message::new(
+            Role::Tool,
+            vec![result("c1", "ok"), result("c2", &cut), Part::Text { text: long }, result("c3", &cut)],
+        );
+        assert_eq!(pruned.truncated_results, 2);
+        assert_eq!(pruned.into_owned(), vec![expected]);
+    }
+}

@@ -1,0 +1,252 @@
+//! Invariants of pruning, pairing repair and the ladder over arbitrary (and broken) histories.
+
+use std::borrow::Cow;
+
+use phosphor_core::message::{Message, Part, Role, ToolCall, ToolResult};
+use phosphor_core::tokens::{ApproxCounter, TokenCounter};
+use phosphor_prune::{
+    INTERRUPTED_RESULT, OMITTED_OUTPUT, TRUNCATION_MARKER, check_tool_pairing, drop_oldest_turns, keep_recent_split,
+    omit_oldest_tool_outputs, prune, repair_tool_pairing, truncate_chars, turn_starts,
+};
+use pretty_assertions::assert_eq;
+use proptest::prelude::*;
+
+const MARKER_CHARS: usize = TRUNCATION_MARKER.len();
+
+/// Text mixing ASCII, 2-, 3- and 4-byte characters, combining marks and joiners; sometimes
+/// already ending in the truncation marker.
+fn text() -> impl Strategy<Value = String> {
+    let chars = prop::sample::select(vec![
+        'a', 'b', 'z', ' ', '\n', '{', '"', 'é', 'ß', 'Ж', '日', '本', '€', '👍', '🏽', '\u{200d}', '\u{301}', '\0',
+    ]);
+    (prop::collection::vec(chars, 0..300), any::<bool>(), 0..4_usize).prop_map(|(chars, marked, repeat)| {
+        let mut text: String = chars.into_iter().collect();
+        text = text.repeat(repeat.max(1));
+        if marked {
+            text.push_str(TRUNCATION_MARKER);
+        }
+        text
+    })
+}
+
+/// Call ids from a small pool, so that histories reuse ids, answer calls twice and answer
+/// calls nobody made.
+fn call_id() -> impl Strategy<Value = String> {
+    (0..6_u8).prop_map(|n| format!("c{n}"))
+}
+
+fn result_part() -> impl Strategy<Value = Part> {
+    (call_id(), text(), any::<bool>()).prop_map(|(call_id, content, is_error)| {
+        Part::ToolResult(ToolResult { name: format!("tool_{call_id}"), call_id, content, is_error })
+    })
+}
+
+fn message() -> impl Strategy<Value = Message> {
+    prop_oneof![
+        1 => text().prop_map(Message::system),
+        3 => text().prop_map(Message::user),
+        1 => (text(), prop::collection::vec(result_part(), 1..3)).prop_map(|(text, results)| {
+            let mut message = Message::user(text);
+            message.parts.extend(results);
+            message
+        }),
+        1 => text().prop_map(|text| Message { is_summary: true, ..Message::assistant(text) }),
+        3 => (text(), prop::collection::vec(call_id(), 0..4)).prop_map(|(text, ids)| {
+            let mut message = Message::assistant(text);
+            message.parts.extend(ids.into_iter().map(|id| {
+                Part::ToolCall(ToolCall { name: format!("tool_{id}"), id, arguments: "{}".into() })
+            }));
+            message
+        }),
+        5 => prop::collection::vec(result_part(), 0..3).prop_map(|parts| Message::new(Role::Tool, parts)),
+    ]
+}
+
+/// A history with unique message ids; the pairing rule may or may not hold.
+fn history() -> impl Strategy<Value = Vec<Message>> {
+    prop::collection::vec(message(), 0..40).prop_map(|messages| {
+        messages.into_iter().enumerate().map(|(i, m)| m.with_id(format!("m{i}"))).collect()
+    })
+}
+
+/// A history that keeps the pairing rule (a repaired arbitrary one).
+fn valid_history() -> impl Strategy<Value = Vec<Message>> {
+    history().prop_map(|messages| {
+        repair_tool_pairing(messages.iter().map(Cow::Borrowed).collect()).into_iter().map(Cow::into_owned).collect()
+    })
+}
+
+fn borrowed(messages: &[Message]) -> Vec<Cow<'_, Message>> {
+    messages.iter().map(Cow::Borrowed).collect()
+}
+
+fn owned(messages: &[Cow<'_, Message>]) -> Vec<Message> {
+    messages.iter().map(|m| m.as_ref().clone()).collect()
+}
+
+fn tokens(messages: &[Message]) -> u64 {
+    messages.iter().map(|m| ApproxCounter.count_message(m)).sum()
+}
+
+/// `message` with every tool result's content replaced by `content(result)`.
+fn with_contents(message: &Message, mut content: impl FnMut(&ToolResult) -> String) -> Message {
+    let mut message = message.clone();
+    for part in &mut message.parts {
+        if let Part::ToolResult(result) = part {
+            result.content = content(result);
+        }
+    }
+    message
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn truncation_never_lengthens_and_cuts_on_char_boundaries(input in text(), max in 0..400_usize) {
+        let out = truncate_chars(&input, max);
+        let (in_chars, out_chars) = (input.chars().count(), out.chars().count());
+        prop_assert!(out_chars <= in_chars);
+        prop_assert!(out_chars <= max + MARKER_CHARS);
+        if in_chars <= max + MARKER_CHARS {
+            prop_assert!(matches!(out, Cow::Borrowed(_)));
+        } else {
+            let body: String = input.chars().take(max).collect();
+            prop_assert_eq!(out.as_ref(), format!("{body}{TRUNCATION_MARKER}"));
+        }
+        prop_assert!(matches!(truncate_chars(&out, max), Cow::Borrowed(_)), "truncating twice cut again");
+    }
+
+    #[test]
+    fn prune_cuts_only_tool_results_and_keeps_everything_else(messages in history(), max in 0..300_usize) {
+        let pruned = prune(&messages, max, &ApproxCounter);
+        prop_assert_eq!(pruned.messages.len(), messages.len());
+        let mut cuts = 0;
+        for (before, after) in messages.iter().zip(&pruned.messages) {
+            if before.tool_results().next().is_none() || matches!(after, Cow::Borrowed(_)) {
+                prop_assert!(matches!(after, Cow::Borrowed(m) if std::ptr::eq(*m, before)), "{} was copied", before.id);
+                continue;
+            }
+            // Equal but for tool result contents, each a prefix of the original plus the marker.
+            let mut results = after.tool_results();
+            let expected = with_contents(before, |result| {
+                let content = results.next().map(|r| r.content.clone()).unwrap_or_default();
+                if content != result.content {
+                    cuts += 1;
+                }
+                content
+            });
+            prop_assert_eq!(after.as_ref(), &expected);
+            for (old, new) in before.tool_results().zip(after.tool_results()) {
+                prop_assert!(new.content.chars().count() <= old.content.chars().count());
+                prop_assert!(new.content.chars().count() <= max + MARKER_CHARS);
+                if new.content != old.content {
+                    let body = new.content.strip_suffix(TRUNCATION_MARKER).unwrap_or("missing marker");
+                    prop_assert_eq!(body.chars().count(), max);
+                    prop_assert!(old.content.starts_with(body));
+                }
+            }
+        }
+        prop_assert_eq!(pruned.truncated_results, cuts);
+        prop_assert_eq!(pruned.tokens_before, tokens(&messages));
+        let after = pruned.clone().into_owned();
+        prop_assert_eq!(pruned.tokens_after, tokens(&after));
+        prop_assert_eq!(check_tool_pairing(&after), check_tool_pairing(&messages));
+    }
+
+    #[test]
+    fn pruning_twice_equals_pruning_once(messages in history(), max in 0..300_usize) {
+        let once = prune(&messages, max, &ApproxCounter).into_owned();
+        let twice = prune(&once, max, &ApproxCounter);
+        prop_assert_eq!(twice.truncated_results, 0);
+        prop_assert_eq!(twice.tokens_saved(), 0);
+        prop_assert!(twice.messages.iter().all(|m| matches!(m, Cow::Borrowed(_))));
+        prop_assert_eq!(twice.into_owned(), once.clone());
+        // A stricter second pass equals a single pass at the stricter limit.
+        let strict = max / 2;
+        prop_assert_eq!(prune(&once, strict, &ApproxCounter).into_owned(), prune(&messages, strict, &ApproxCounter).into_owned());
+    }
+
+    #[test]
+    fn repair_always_yields_a_valid_history(messages in history()) {
+        let repaired = repair_tool_pairing(borrowed(&messages));
+        prop_assert_eq!(check_tool_pairing(&repaired), Ok(()));
+        // Valid input, and so repaired output, comes back untouched.
+        let again = repair_tool_pairing(repaired.clone());
+        prop_assert_eq!(owned(&again), owned(&repaired));
+        if check_tool_pairing(&messages).is_ok() {
+            prop_assert_eq!(owned(&repaired), messages.clone());
+            prop_assert!(repaired.iter().all(|m| matches!(m, Cow::Borrowed(_))));
+        }
+        // Messages without tool results keep their order and stay uncopied.
+        let plain: Vec<&str> = messages.iter().filter(|m| m.tool_results().next().is_none()).map(|m| m.id.as_str()).collect();
+        let kept: Vec<&str> = repaired.iter().filter(|m| matches!(m, Cow::Borrowed(b) if b.tool_results().next().is_none())).map(|m| m.id.as_str()).collect();
+        prop_assert_eq!(kept, plain);
+        // Every result is one from the input or an inserted error result.
+        let inputs: Vec<(&str, &str)> = messages.iter().flat_map(Message::tool_results).map(|r| (r.call_id.as_str(), r.content.as_str())).collect();
+        for result in repaired.iter().flat_map(|m| m.tool_results().cloned().collect::<Vec<_>>()) {
+            let inserted = result.is_error && result.content == INTERRUPTED_RESULT;
+            prop_assert!(inserted || inputs.contains(&(result.call_id.as_str(), result.content.as_str())), "{result:?}");
+        }
+    }
+
+    #[test]
+    fn the_kept_tail_is_whole_turns_within_budget(messages in valid_history(), keep in 0..3_000_u64) {
+        let split = keep_recent_split(&messages, keep, &ApproxCounter);
+        let starts = turn_starts(&messages);
+        if split < messages.len() {
+            prop_assert!(starts.contains(&split), "split {split} is not a turn start {starts:?}");
+            prop_assert!(tokens(&messages[split..]) <= keep);
+            prop_assert_eq!(check_tool_pairing(&messages[split..]), Ok(()));
+        }
+        // Longest: the turn start before the split would not fit.
+        if let Some(&earlier) = starts.iter().rev().find(|&&s| s < split) {
+            prop_assert!(tokens(&messages[earlier..]) > keep);
+        }
+    }
+
+    #[test]
+    fn dropping_turns_keeps_pairing_summaries_and_the_last_prompt(messages in valid_history(), turns in 0..6_usize) {
+        let mut kept = borrowed(&messages);
+        let removed = drop_oldest_turns(&mut kept, turns);
+        prop_assert_eq!(removed, messages.len() - kept.len());
+        prop_assert_eq!(check_tool_pairing(&kept), Ok(()));
+        let ids: Vec<&str> = kept.iter().map(|m| m.id.as_str()).collect();
+        for message in &messages {
+            if message.is_summary {
+                prop_assert!(ids.contains(&message.id.as_str()), "summary {} removed", message.id);
+            }
+        }
+        if let Some(last) = messages.iter().rev().find(|m| m.role == Role::User) {
+            prop_assert!(ids.contains(&last.id.as_str()), "last user message {} removed", last.id);
+        }
+        // What is left is in the original order.
+        let positions: Vec<usize> = ids.iter().filter_map(|id| messages.iter().position(|m| m.id == *id)).collect();
+        prop_assert!(positions.windows(2).all(|w| w[0] < w[1]));
+        if turns > 0 && turn_starts(&messages).len() > 1 {
+            prop_assert!(removed > 0);
+        }
+    }
+
+    #[test]
+    fn omitting_outputs_keeps_pairing_and_goes_oldest_first(messages in valid_history(), count in 0..8_usize) {
+        let mut history = borrowed(&messages);
+        let changed = omit_oldest_tool_outputs(&mut history, count);
+        prop_assert!(changed <= count);
+        prop_assert_eq!(check_tool_pairing(&history), Ok(()));
+        let before: Vec<&ToolResult> = messages.iter().flat_map(Message::tool_results).collect();
+        let after: Vec<ToolResult> = history.iter().flat_map(|m| m.tool_results().cloned().collect::<Vec<_>>()).collect();
+        prop_assert_eq!(before.len(), after.len());
+        let mut seen = 0;
+        for (old, new) in before.iter().zip(&after) {
+            let long = old.content.len() > OMITTED_OUTPUT.len();
+            if long && seen < count {
+                seen += 1;
+                prop_assert_eq!(new.content.as_str(), OMITTED_OUTPUT);
+            } else {
+                prop_assert_eq!(&new.content, &old.content);
+            }
+        }
+        prop_assert_eq!(changed, seen);
+    }
+}

@@ -1,0 +1,149 @@
+//! Phosphor's session store: sessions and their messages, kept in SQLite by default.
+//!
+//! [`SessionStore`] is what the agent needs from storage; [`SqliteStore`] implements it over an
+//! embedded SQLite file (or an in-memory database for tests) through `sqlx`.
+//!
+//! ```
+//! use phosphor_core::message::{Message, MessageStatus, Session};
+//! use phosphor_store::{SessionStore, SqliteStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> phosphor_store::Result<()> {
+//! let store = SqliteStore::in_memory().await?;
+//! let mut session = Session::new("s1", "Fix the test", 1_000);
+//! store.create_session(&session).await?;
+//! store.append_message(&Message { session_id: "s1".into(), ..Message::user("Fix it").with_id("m1") }).await?;
+//!
+//! // A summary is appended while it streams, then completed together with the session pointer.
+//! // It replaces every message up to m1 (`summarized_until`).
+//! let mut summary = Message { session_id: "s1".into(), is_summary: true, summarized_until: Some("m1".into()),
+//!                             status: MessageStatus::Streaming, ..Message::assistant("").with_id("m2") };
+//! store.append_message(&summary).await?;
+//! summary.parts = Message::assistant("The user wants the test fixed.").parts;
+//! summary.status = MessageStatus::Complete;
+//! session.summary_message_id = Some("m2".into());
+//! store.complete_summary(&session, &summary).await?;
+//!
+//! let history = store.history("s1").await?;
+//! assert_eq!(history, vec![summary]);
+//! assert_eq!(store.count_messages("s1").await?, 2); // compaction never deletes
+//! store.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Schema
+//!
+//! Versioned migrations live in `migrations/` in the `sqlx migrate` format (`0001_init.sql`,
+//! `0002_...`); they are embedded in the binary with `include_str!` and applied by sqlx's runtime
+//! [`Migrator`](sqlx::migrate::Migrator), which records them in `_sqlx_migrations` (so `sqlx-cli`
+//! understands the database too). The `migrate!` macro is not used: it would pull in sqlx's
+//! proc-macro crates for no gain. Add a migration by adding a file and a line to `MIGRATIONS` in
+//! `src/sqlite.rs`; never edit an applied one (its checksum is checked on open).
+//!
+//! `sessions.summary_message_id` and `messages.session_id` reference each other. The summary
+//! pointer is a deferred foreign key (checked at commit), so one transaction can write both rows
+//! in any order; the store also checks that the pointer names a *complete summary of the same
+//! session*, which a foreign key cannot express.
+//!
+//! # Nothing is deleted
+//!
+//! There is no method to delete a session or a message: compaction never deletes stored
+//! messages, it moves the session's summary pointer. Superseded, failed and cancelled summaries
+//! stay in the table for the record.
+//!
+//! # Postgres later
+//!
+//! The agent only sees the [`SessionStore`] trait, and nothing in it is SQLite-specific. A
+//! `PgStore` would hold a `sqlx::PgPool` (sqlx feature `postgres`), carry the same migrations
+//! translated (`seq BIGINT GENERATED ALWAYS AS IDENTITY`, `parts JSONB`, `usage JSONB`,
+//! `is_summary BOOLEAN`, `DEFERRABLE INITIALLY DEFERRED` on the summary pointer as here, the same
+//! `CHECK`s and the `(session_id, seq)` index) in a `migrations-pg/` folder, use `$1` placeholders
+//! and `BEGIN ISOLATION LEVEL SERIALIZABLE` (or `SELECT ... FOR UPDATE` on the rows read) where
+//! this store uses `BEGIN IMMEDIATE`, and reuse the row checks of this crate. The same tests can
+//! then run against both stores.
+
+pub mod error;
+mod sqlite;
+
+use async_trait::async_trait;
+use phosphor_core::message::{Message, Session};
+
+pub use error::{Result, StoreError};
+pub use sqlite::SqliteStore;
+
+/// Where sessions and their messages are kept.
+///
+/// Messages are append-only in substance. [`append_message`](SessionStore::append_message)
+/// adds one at the end of its session; [`update_message`](SessionStore::update_message) only
+/// finishes a message that is still being written (a streaming summary) or records its usage.
+/// The store never changes a session row on its own: `updated_at` and the token counts are what
+/// the caller last wrote.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Stores a new session. Its `summary_message_id` must be `None` (it has no messages yet).
+    /// A session with the same id is [`StoreError::AlreadyExists`].
+    async fn create_session(&self, session: &Session) -> Result<()>;
+
+    /// The session with this id, if any.
+    async fn session(&self, id: &str) -> Result<Option<Session>>;
+
+    /// Up to `limit` sessions, most recently updated (`updated_at`) first; among equal times the
+    /// one created later comes first.
+    async fn list_sessions(&self, limit: usize) -> Result<Vec<Session>>;
+
+    /// The most recently updated session, if any.
+    async fn latest_session(&self) -> Result<Option<Session>> {
+        Ok(self.list_sessions(1).await?.into_iter().next())
+    }
+
+    /// Overwrites every field of an existing session ([`StoreError::NotFound`] when absent). A
+    /// `summary_message_id` must name a complete summary message of this session
+    /// ([`StoreError::Invalid`] otherwise); to point at a summary as it completes, use
+    /// [`complete_summary`](SessionStore::complete_summary).
+    async fn update_session(&self, session: &Session) -> Result<()>;
+
+    /// Appends a message at the end of its session. The session must exist
+    /// ([`StoreError::NotFound`]), the id must be new ([`StoreError::AlreadyExists`]). A
+    /// `summarized_until` is only allowed on a summary and must name a message already stored in
+    /// the same session ([`StoreError::Invalid`]).
+    async fn append_message(&self, message: &Message) -> Result<()>;
+
+    /// Rewrites the changeable fields of a stored message, found by id.
+    ///
+    /// The rule: `session_id`, `role`, `is_summary`, `summarized_until`, `name` and
+    /// `created_at` never change.
+    /// `parts`, `status` and `model` change only while the *stored* status is not
+    /// [`Complete`](phosphor_core::message::MessageStatus::Complete) (a summary streaming, or
+    /// one marked failed or cancelled). `usage` and `updated_at` may always change. Anything
+    /// else is [`StoreError::Immutable`] naming the first field that differs, and nothing is
+    /// written. An unknown id is [`StoreError::NotFound`].
+    async fn update_message(&self, message: &Message) -> Result<()>;
+
+    /// The message with this id, if any.
+    async fn message(&self, id: &str) -> Result<Option<Message>>;
+
+    /// Every message of the session in the order appended, summaries and unfinished ones
+    /// included. An unknown session is [`StoreError::NotFound`].
+    async fn messages(&self, session_id: &str) -> Result<Vec<Message>>;
+
+    /// The messages a model is shown, by the rule of
+    /// [`history_view`](phosphor_core::message::history_view): the session's summary first
+    /// (when it has one), then every complete, non-summary message stored after the summary's
+    /// `summarized_until` message, in order; without a summary, every complete, non-summary
+    /// message. Streaming, failed, cancelled and superseded summaries never appear, and messages
+    /// stored before the summary but after its cut (the prompt that forced the compaction,
+    /// recent turns kept verbatim) do. An unknown session is [`StoreError::NotFound`].
+    async fn history(&self, session_id: &str) -> Result<Vec<Message>>;
+
+    /// How many messages the session holds, whatever their status. An unknown session is
+    /// [`StoreError::NotFound`].
+    async fn count_messages(&self, session_id: &str) -> Result<u64>;
+
+    /// Finishes a compaction in one transaction: writes the summary message (under the
+    /// [`update_message`](SessionStore::update_message) rule) and overwrites the session row,
+    /// whose `summary_message_id` must be `summary.id`. `summary` must be a summary of `session`
+    /// with status `Complete` ([`StoreError::Invalid`] otherwise). Either both rows change or
+    /// neither does, so the pointer never names an unfinished summary.
+    async fn complete_summary(&self, session: &Session, summary: &Message) -> Result<()>;
+}

@@ -1,0 +1,28 @@
+//! Test support for Phosphor crates (dev-only, never published).
+//!
+//! - [`MockServer`]: a loopback HTTP/1.1 server that speaks OpenAI's chat-completions streaming
+//!   protocol byte for byte, serves scripted [`MockResponse`]s in order and records every request.
+//! - [`SseBuilder`] and [`sse_text`], [`sse_tool_calls`], [`sse_reasoning_then_text`]: chunk
+//!   streams shaped like OpenAI's (and DeepSeek's, for reasoning).
+//! - [`ERROR_FIXTURES`]: the error bodies real servers send, for classification tests.
+//! - [`ScriptedModel`]: an in-process [`phosphor_core::ChatModel`] that replays event scripts.
+//!
+//! ```
+//! use phosphor_testkit::{sse_text, MockServer};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let server = MockServer::start(vec![sse_text(&["Hel", "lo"], Some((9, 2)))]).await;
+//! assert!(server.base_url().starts_with("http://127.0.0.1:"));
+//! assert!(server.requests().is_empty());
+//! # });
+//! ```
+
+pub mod fixtures;
+pub mod scripted;
+pub mod server;
+pub mod sse;
+
+pub use fixtures::{error_fixture, ErrorFixture, ERROR_FIXTURES};
+pub use scripted::{text_turn, tool_calls_turn, Script, ScriptedModel};
+pub use server::{MockResponse, MockServer, RecordedRequest};
+pub use sse::{argument_fragments, sse_reasoning_then_text, sse_text, sse_tool_calls, SseBuilder};
