@@ -4,6 +4,7 @@ use std::io::{self, BufRead, IsTerminal, Write};
 
 use anyhow::Result;
 use phosphor_core::Session;
+use phosphor_store::SessionStore;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::cli::ChatArgs;
@@ -191,9 +192,9 @@ impl Chat<'_> {
             return Ok(self.renderer.line("no session yet: your first message starts one")?);
         };
         let store = &self.setup.store;
-        let session = phosphor_store::SessionStore::session(store, &current.id).await?;
+        let session = store.session(&current.id).await?;
         let summary = match session.and_then(|s| s.summary_message_id) {
-            Some(id) => phosphor_store::SessionStore::message(store, &id).await?,
+            Some(id) => store.message(&id).await?,
             None => None,
         };
         match summary {

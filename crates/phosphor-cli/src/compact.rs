@@ -271,9 +271,9 @@ mod tests {
             report,
             "t.json: 5 messages (1 system), 1 tool results, a JSON array\n\
              tokens (estimated by approx: a quarter of the bytes, plus per-message framing):\n  \
-             as read                                     1,037\n  \
-             standard pruning (200 chars per tool output)     91  (-946; 1 tool output cut)\n  \
-             aggressive pruning (50 chars per tool output)    54  (-983; 1 tool output cut)\n\
+             as read                                        1,037\n  \
+             standard pruning (200 chars per tool output)      91  (-946; 1 tool output cut)\n  \
+             aggressive pruning (50 chars per tool output)     54  (-983; 1 tool output cut)\n\
              window: 100,000 tokens (models.large, big); threshold 0.8 = 80,000 tokens; 100 reserved for the answer\n\
              compaction: would not trigger: 1.0% of the window, below the 80% threshold (78,963 tokens to go)\n"
         );

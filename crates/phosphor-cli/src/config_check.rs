@@ -64,14 +64,14 @@ pub fn check(sources: &ConfigSources, workspace: &Path, env: &dyn Fn(&str) -> Op
 fn notes(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
     let mut notes = Vec::new();
     for (name, provider) in &config.providers {
-        if let Some(var) = &provider.api_key_env {
-            if env(var).is_none_or(|value| value.is_empty()) {
-                notes.push(format!(
-                    "providers.{name}.api_key_env: the environment variable {var} is not set; requests to {} will \
-                     fail until it is",
-                    provider.base_url
-                ));
-            }
+        if let Some(var) = &provider.api_key_env
+            && env(var).is_none_or(|value| value.is_empty())
+        {
+            notes.push(format!(
+                "providers.{name}.api_key_env: the environment variable {var} is not set; requests to {} will \
+                 fail until it is",
+                provider.base_url
+            ));
         }
     }
     if config.models.large.is_none() {

@@ -17,7 +17,8 @@ pub async fn run(globals: &Globals, args: RunArgs) -> Result<()> {
         None => {
             let mut prompt = String::new();
             io::stdin().read_to_string(&mut prompt).map_err(|err| anyhow!("reading the prompt from stdin: {err}"))?;
-            prompt
+            // `echo question | phosphor run`: the final newline is not part of the question.
+            prompt.trim_end_matches(['\n', '\r']).to_owned()
         }
     };
     if prompt.trim().is_empty() {

@@ -153,7 +153,7 @@ fn render_message(out: &mut String, message: &Message, note: Option<&str>) {
             role => role.as_str().to_owned(),
         }
     };
-    if let Some(model) = message.model.as_deref().filter(|_| message.role == Role::Assistant) {
+    if let Some(model) = message.model.as_deref().filter(|_| message.role == Role::Assistant && !message.is_summary) {
         let _ = write!(header, " · {model}");
     }
     if let Some(note) = note {

@@ -227,10 +227,11 @@ impl Workspace {
             } else if metadata.file_type().is_symlink() {
                 // Symlinked files are read when they point inside the workspace; symlinked
                 // directories are not followed (no loops, no escapes).
-                if let Ok(target) = fs::canonicalize(&current) {
-                    if target.starts_with(&self.root) && target.is_file() {
-                        search.file(&current);
-                    }
+                if let Ok(target) = fs::canonicalize(&current)
+                    && target.starts_with(&self.root)
+                    && target.is_file()
+                {
+                    search.file(&current);
                 }
             }
         }
@@ -644,7 +645,7 @@ mod tests {
     #[test]
     fn search_text_finds_substrings_and_regexes_and_skips_hidden_and_build_dirs() {
         let f = fixture();
-        assert_eq!(f.workspace.search_text("42", None, false), Ok("README.md:2: The answer is 42.\nsrc/lib.rs:2: 42".to_owned()));
+        assert_eq!(f.workspace.search_text("42", None, false), Ok("README.md:2: The answer is 42.\nsrc/lib.rs:2:     42".to_owned()));
         assert_eq!(f.workspace.search_text(r"fn \w+\(", Some("src"), true), Ok("src/lib.rs:1: pub fn answer() -> u32 {".to_owned()));
         assert_eq!(f.workspace.search_text("answer", Some("README.md"), false), Ok("README.md:2: The answer is 42.".to_owned()));
         // A regex metacharacter is literal in substring mode.
@@ -679,7 +680,7 @@ mod tests {
         let (read, list, search) = (&tools[0], &tools[1], &tools[2]);
         assert_eq!(read.call(json!({ "path": "src/lib.rs", "limit": 1 })).await, ToolOutput::ok("     1\tpub fn answer() -> u32 {\n[lines 1-1 of 3; read on with offset 2]"));
         assert_eq!(list.call(json!({})).await, ToolOutput::ok(".git/\nREADME.md\nsrc/\ntarget/"));
-        assert_eq!(search.call(json!({ "pattern": "4[0-9]", "regex": true, "path": "src" })).await, ToolOutput::ok("src/lib.rs:2: 42"));
+        assert_eq!(search.call(json!({ "pattern": "4[0-9]", "regex": true, "path": "src" })).await, ToolOutput::ok("src/lib.rs:2:     42"));
         assert_eq!(
             read.call(json!({ "file": "x" })).await,
             ToolOutput::error(

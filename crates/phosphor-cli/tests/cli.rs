@@ -1,6 +1,9 @@
 //! The `phosphor` binary end to end: a temporary database, workspace and configuration, and a loopback
 //! OpenAI-compatible server (phosphor-testkit's `MockServer`) standing in for the model.
 
+// The helpers below are test code too: a failed setup step should fail the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -8,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use phosphor_core::openai::parse_transcript;
 use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
 use phosphor_core::{ApproxCounter, Message};
-use phosphor_testkit::{MockServer, RecordedRequest, sse_text, sse_tool_calls};
+use phosphor_testkit::{MockResponse, MockServer, RecordedRequest, sse_text, sse_tool_calls};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -152,6 +155,7 @@ async fn run_continue_adds_to_the_latest_session_and_the_prompt_can_come_from_st
     let server = MockServer::start(vec![
         sse_text(&["Paris."], Some((50, 2))),
         sse_text(&["About 2.1 million."], Some((70, 5))),
+        MockResponse::json(400, r#"{"error":{"message":"Invalid request.","type":"invalid_request_error"}}"#),
     ])
     .await;
     env.mock_config(&server, 100_000, json!({}));
@@ -177,7 +181,7 @@ async fn run_continue_adds_to_the_latest_session_and_the_prompt_can_come_from_st
     // --session with an id prefix reaches the same session.
     let id = sessions[0]["id"].as_str().unwrap();
     let output = env.run(&["run", "--session", &id[..12], "x"], "").await;
-    // The script has run out: the server answers 500 and the turn fails, but the prompt was stored.
+    // The server refuses this one: the turn fails with one error line, but the prompt was stored.
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).starts_with("error: "), "{}", stderr(&output));
     assert_eq!(stderr(&output).lines().count(), 1, "{}", stderr(&output));
@@ -218,16 +222,16 @@ async fn a_run_that_crosses_the_threshold_compacts_and_show_marks_the_summary() 
         sse_text(&["Second answer."], None),
     ])
     .await;
-    // The system prompt and the three tool definitions take about 600 tokens of the 2,500; the
-    // threshold is 2,000. One 700-token prompt stays under it; the second crosses it.
+    // The system prompt and the three tool definitions take about 400 tokens of the 2,500; the
+    // threshold is 2,000. One 900-token prompt stays under it; the second crosses it.
     env.mock_config(&server, 2_500, json!({}));
 
-    let first = long_prompt("FIRST", 700);
+    let first = long_prompt("FIRST", 900);
     let output = env.run(&["run", "--json", &first], "").await;
     assert_success(&output);
     assert!(!stdout(&output).contains("compaction"), "{}", stdout(&output));
 
-    let second = long_prompt("SECOND", 700);
+    let second = long_prompt("SECOND", 900);
     let output = env.run(&["run", "--json", "--continue", &second], "").await;
     assert_success(&output);
     let events: Vec<Value> = stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
@@ -254,7 +258,7 @@ async fn a_run_that_crosses_the_threshold_compacts_and_show_marks_the_summary() 
     let after_header: Vec<&str> = shown.lines().skip(1).collect();
     assert_eq!(after_header[0], "── summary ──");
     assert_eq!(after_header[1], "## Goal");
-    assert!(!shown.contains("FIRST"), "{shown}");
+    assert!(!after_header.iter().any(|line| line.contains("FIRST")), "{shown}");
     assert!(shown.contains(&format!("── user ──\n{}", second.trim_end())), "{shown}");
     assert!(shown.ends_with("── assistant · mock-large ──\nSecond answer.\n"), "{shown}");
 
@@ -270,6 +274,18 @@ async fn a_run_that_crosses_the_threshold_compacts_and_show_marks_the_summary() 
     let exported: Vec<Value> = stdout(&output).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(exported.len(), 5);
     assert_eq!(exported.iter().filter(|m| m["is_summary"] == true).count(), 1);
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 fn example_transcript() -> PathBuf {
@@ -292,7 +308,7 @@ async fn compact_dry_run_prints_the_numbers_without_calling_a_model() {
         [standard.tokens_before, standard.tokens_after, aggressive.tokens_after].map(|t| t + REQUEST_OVERHEAD_TOKENS);
     let report = stdout(&output);
     let lines: Vec<&str> = report.lines().collect();
-    assert_eq!(lines[0], format!("{}: 34 messages (1 system), 16 tool results, a JSON array", path.display()));
+    assert_eq!(lines[0], format!("{}: 34 messages (1 system), 14 tool results, a JSON array", path.display()));
     let numbers = |line: &str| line.split_whitespace().map(|w| w.replace(',', "")).filter_map(|w| w.parse::<u64>().ok()).collect::<Vec<_>>();
     assert!(lines[2].trim_start().starts_with("as read"));
     assert_eq!(numbers(lines[2]), [before]);
@@ -300,13 +316,20 @@ async fn compact_dry_run_prints_the_numbers_without_calling_a_model() {
     assert!(numbers(lines[3]).contains(&after_standard), "{}", lines[3]);
     assert!(lines[4].trim_start().starts_with("aggressive pruning (50 chars per tool output)"));
     assert!(numbers(lines[4]).contains(&after_aggressive), "{}", lines[4]);
-    assert!(before > 6_000 && after_standard < before / 2, "{before} {after_standard}");
+    assert!(before > 5_000 && after_standard < before / 2, "{before} {after_standard}");
     assert_eq!(lines[5], "window: 1,047,576 tokens (models.large, mock-large); threshold 0.8 = 838,061 tokens; 100 reserved for the answer");
-    assert!(lines[6].starts_with("compaction: would not trigger: 0.6% of the window, below the 80% threshold"), "{}", lines[6]);
+    let percent = before as f64 * 100.0 / 1_047_576.0;
+    assert_eq!(
+        lines[6],
+        format!(
+            "compaction: would not trigger: {percent:.1}% of the window, below the 80% threshold ({} tokens to go)",
+            thousands(838_061 - before)
+        )
+    );
     assert!(server.requests().is_empty());
 
     // With a small window it would.
-    let output = env.run(&["compact", "--dry-run", "--context-window", "8000", "-i", path.to_str().unwrap()], "").await;
+    let output = env.run(&["compact", "--dry-run", "--context-window", "6000", "-i", path.to_str().unwrap()], "").await;
     assert_success(&output);
     assert!(stdout(&output).contains("compaction: would trigger: "), "{}", stdout(&output));
 }
@@ -386,14 +409,13 @@ async fn tools_cannot_read_outside_the_workspace() {
     let output = env.run(&["run", "What do my files say?"], "").await;
     assert_success(&output);
     assert_eq!(stdout(&output), "The notes say to remember the milk.\n");
-    assert_eq!(
-        stderr(&output),
-        "→ read_file ../secret.txt\n→ read_file notes.txt\n→ search_text \"hunter2\" in ..\n\
-         ← error: ../secret.txt leaves the workspace; only paths inside WS may be read\n← 1 line\n\
-         ← error: .. leaves the workspace (it resolves to DIR); only paths inside WS may be read\n"
-            .replace("WS", &env.workspace().canonicalize().unwrap().display().to_string())
-            .replace("DIR", &env.dir.path().canonicalize().unwrap().display().to_string())
-    );
+    let progress = stderr(&output);
+    let lines: Vec<&str> = progress.lines().collect();
+    assert_eq!(lines[..3], ["→ read_file ../secret.txt", "→ read_file notes.txt", "→ search_text \"hunter2\" in .."]);
+    assert!(lines[3].starts_with("← error: ../secret.txt leaves the workspace"), "{progress}");
+    assert_eq!(lines[4], "← 1 line");
+    assert!(lines[5].starts_with("← error: .. leaves the workspace"), "{progress}");
+    assert_eq!(lines.len(), 6, "{progress}");
     let requests = server.requests();
     let results: Vec<(String, String)> = sent(&requests[1]).into_iter().filter(|(role, _)| role == "tool").collect();
     assert_eq!(results.len(), 3);

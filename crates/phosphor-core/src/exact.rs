@@ -1115,7 +1115,7 @@ mod hf {
             );
             check(
                 &bpe,
-                "gguf tokenizer: `tokenizer.ggml.token_type` has 1 entries but `tokenizer.ggml.tokens` has 256",
+                "gguf tokenizer: `tokenizer.ggml.token_type` has 1 entries but `tokenizer.ggml.tokens` has 268",
             );
 
             let mut spm = sentencepiece_meta(None);
@@ -1140,6 +1140,41 @@ mod hf {
             let meta = GgufMetadata::read(std::io::BufReader::new(file)).unwrap();
             let counter = HfCounter::from_gguf(&meta).unwrap();
             assert_eq!(counter.count_text("Hello, world!"), 4);
+            // Ids from llama.cpp's own tokenizer (`llama-tokenize --ids --no-bos`) on the same file.
+            for (text, expected) in [
+                ("Hello, world!", vec![19556, 28, 905, 17]),
+                ("hello world", vec![28120, 905]),
+                ("  multiple   spaces\n\n\ttabs  ", vec![216, 2701, 256, 5600, 1116, 197, 100, 7366, 256]),
+                (
+                    "The year 2024 had 366 days; π≈3.14159.",
+                    vec![
+                        504, 713, 216, 34, 32, 34, 36, 761, 216, 35, 38, 38, 2009, 43, 25143, 40533, 226, 35,
+                        30, 33, 36, 33, 37, 41, 30,
+                    ],
+                ),
+                (
+                    "日本語のテキスト 🚀 émoji",
+                    vec![
+                        23274, 115, 40993, 179, 120, 248, 26453, 11100, 224, 10391, 251, 10391, 134, 11100,
+                        226, 15107, 244, 218, 26411, 15771, 10381,
+                    ],
+                ),
+                ("<|im_start|>user\nhi<|im_end|>\n", vec![1, 4093, 198, 6004, 2, 198]),
+                (
+                    "fn main() {\n    println!(\"{}\", 1234567);\n}",
+                    vec![
+                        7853, 1085, 1000, 1662, 472, 1628, 34115, 17, 43331, 1002, 216, 33, 34, 35, 36, 37,
+                        38, 39, 4258, 198, 109,
+                    ],
+                ),
+                (
+                    "don't won't I'll we're THEY'RE",
+                    vec![12420, 982, 3763, 982, 339, 3060, 392, 2316, 6462, 73, 23, 3256],
+                ),
+                ("a\r\nb\n\n\n c", vec![81, 201, 198, 82, 16506, 265]),
+            ] {
+                assert_eq!(ids(&counter, text), expected, "{text:?}");
+            }
         }
     }
 }

@@ -37,17 +37,24 @@ impl Run {
 /// The prompt of run `run`: it starts differently each time, so mistral.rs's prefix cache cannot skip the prefill.
 fn prompt(run: usize) -> Vec<Message> {
     let notes = (1..=40)
-        .map(|i| format!("Step {i}: the agent read file src/module_{i}.rs and found function handler_{i} too long."))
+        .map(|i| {
+            format!(
+                "Step {i}: the agent read file src/module_{i}.rs and found function handler_{i} too long."
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n");
     vec![
         Message::system(format!("Report number {run}. You write long, detailed technical reports.")),
-        Message::user(format!("{notes}\n\nWrite a detailed report on every step above, one paragraph per step.")),
+        Message::user(format!(
+            "{notes}\n\nWrite a detailed report on every step above, one paragraph per step."
+        )),
     ]
 }
 
 async fn run(model: &dyn ChatModel, number: usize) -> anyhow::Result<Run> {
-    let request = ChatRequest { messages: prompt(number), max_output_tokens: Some(GENERATE), ..ChatRequest::default() };
+    let request =
+        ChatRequest { messages: prompt(number), max_output_tokens: Some(GENERATE), ..ChatRequest::default() };
     let started = Instant::now();
     let mut first_token = None;
     let mut usage = None;
@@ -79,7 +86,8 @@ fn main() -> anyhow::Result<()> {
     let runs: usize = std::env::var("PHOSPHOR_BENCH_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let config = InferenceConfig { enabled: true, model_path: Some(path.clone()), ..InferenceConfig::default() };
+        let config =
+            InferenceConfig { enabled: true, model_path: Some(path.clone()), ..InferenceConfig::default() };
         let started = Instant::now();
         let model = load_with(&config, HubSettings::from_env()).await?;
         let load = started.elapsed();

@@ -254,7 +254,11 @@ mod tests {
         );
         assert_eq!(
             RepoSpec::parse("owner/name:sub/dir/m.Q4_K_M.gguf").unwrap(),
-            RepoSpec { repo: "owner/name".into(), file: Some("sub/dir/m.Q4_K_M.gguf".into()), short_name: None }
+            RepoSpec {
+                repo: "owner/name".into(),
+                file: Some("sub/dir/m.Q4_K_M.gguf".into()),
+                short_name: None
+            }
         );
     }
 

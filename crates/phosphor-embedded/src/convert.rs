@@ -3,7 +3,8 @@
 use either::Either;
 use indexmap::IndexMap;
 use mistralrs::{
-    ChatCompletionChunkResponse, ChatCompletionResponse, ChunkChoice, Delta, MessageContent, SamplingParams, Tool,
+    ChatCompletionChunkResponse, ChatCompletionResponse, ChunkChoice, Delta, MessageContent, SamplingParams,
+    Tool,
 };
 use phosphor_core::message::{FinishReason, Message, Part, Role, ToolCall, Usage};
 use phosphor_core::model::{StreamEvent, ToolSpec};
@@ -341,7 +342,11 @@ mod tests {
         assert_eq!((warm.top_k, warm.temperature.map(|t| (t * 10.0).round())), (None, Some(7.0)));
     }
 
-    fn chunk(content: Option<&str>, finish: Option<&str>, usage: Option<(usize, usize)>) -> ChatCompletionChunkResponse {
+    fn chunk(
+        content: Option<&str>,
+        finish: Option<&str>,
+        usage: Option<(usize, usize)>,
+    ) -> ChatCompletionChunkResponse {
         ChatCompletionChunkResponse {
             id: "0".into(),
             choices: vec![ChunkChoice {

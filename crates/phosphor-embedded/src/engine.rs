@@ -11,10 +11,10 @@ use futures::StreamExt;
 use mistralrs::{
     Constraint, GgufModelBuilder, NormalRequest, Request, RequestMessage, Response, TokenSource, best_device,
 };
+use phosphor_core::Error;
 use phosphor_core::config::InferenceConfig;
 use phosphor_core::gguf::GgufMetadata;
 use phosphor_core::model::{ChatModel, ChatRequest, ChatStream, ModelInfo, StreamEvent};
-use phosphor_core::Error;
 use tokio::sync::{OnceCell, mpsc};
 use tracing::Instrument;
 use tracing::field::Empty;
@@ -99,7 +99,8 @@ pub async fn load_with(config: &InferenceConfig, hub: HubSettings) -> Result<Arc
         return Err(EmbeddedError::Disabled);
     }
     let resolve_config = config.clone();
-    let resolved = blocking("resolving the model", PathBuf::new(), move || resolve(&resolve_config, &hub)).await?;
+    let resolved =
+        blocking("resolving the model", PathBuf::new(), move || resolve(&resolve_config, &hub)).await?;
     load_resolved(resolved, config.gpu).await
 }
 
@@ -123,7 +124,9 @@ pub async fn load_resolved(resolved: ResolvedModel, gpu: bool) -> Result<Arc<Emb
     let model = slot
         .get_or_try_init(move || async move {
             let path = resolved.path.clone();
-            blocking("loading the model", path, move || start(resolved, force_cpu, device)).await.map(Arc::new)
+            blocking("loading the model", path, move || start(resolved, force_cpu, device))
+                .await
+                .map(Arc::new)
         })
         .await?;
     Ok(model.clone())
@@ -155,7 +158,8 @@ async fn blocking<T: Send + 'static>(
 fn start(resolved: ResolvedModel, force_cpu: bool, device: String) -> Result<EmbeddedModel> {
     let started = Instant::now();
     let path = resolved.path;
-    let file = std::fs::File::open(&path).map_err(|source| EmbeddedError::Io { path: path.clone(), source })?;
+    let file =
+        std::fs::File::open(&path).map_err(|source| EmbeddedError::Io { path: path.clone(), source })?;
     let metadata = GgufMetadata::read(BufReader::new(file))
         .map_err(|source| EmbeddedError::Gguf { path: path.clone(), source })?;
     let missing = |key: String, why| EmbeddedError::MissingMetadata { path: path.clone(), key, why };
@@ -186,10 +190,9 @@ fn start(resolved: ResolvedModel, force_cpu: bool, device: String) -> Result<Emb
     }
     // The builder is async but blocks while it reads the weights; it runs here, on a blocking thread, in a
     // runtime of its own. The engine it starts runs on a thread of its own too.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| EmbeddedError::Load { path: path.clone(), message: format!("cannot start a runtime: {e}") })?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
+        EmbeddedError::Load { path: path.clone(), message: format!("cannot start a runtime: {e}") }
+    })?;
     let engine = runtime
         .block_on(builder.build())
         .map_err(|e| EmbeddedError::Load { path: path.clone(), message: format!("{e:#}") })?;
@@ -234,7 +237,9 @@ fn choose_device(gpu: bool) -> (bool, String) {
     match best_device(false) {
         Ok(device) if !device.is_cpu() => (false, device_name(&device)),
         Ok(_) => {
-            tracing::warn!("`embedded_models.inference.gpu` is true, but no GPU was found; running the embedded model on the CPU");
+            tracing::warn!(
+                "`embedded_models.inference.gpu` is true, but no GPU was found; running the embedded model on the CPU"
+            );
             (true, "cpu".to_owned())
         }
         Err(e) => {
@@ -347,14 +352,23 @@ impl Call {
             let events = match rx.recv().await {
                 Some(Response::Chunk(chunk)) => self.reader.read(chunk),
                 Some(Response::Done(done)) => self.reader.read_done(done),
-                Some(Response::ValidationError(e)) => return self.fail(convert::validation_error(e.to_string())),
-                Some(Response::InternalError(e)) => return self.fail(Error::Model(format!("mistral.rs failed: {e}"))),
+                Some(Response::ValidationError(e)) => {
+                    return self.fail(convert::validation_error(e.to_string()));
+                }
+                Some(Response::InternalError(e)) => {
+                    return self.fail(Error::Model(format!("mistral.rs failed: {e}")));
+                }
                 Some(Response::ModelError(message, _)) => {
                     return self.fail(Error::Model(format!("mistral.rs failed: {message}")));
                 }
-                Some(_) => return self.fail(Error::Stream("mistral.rs sent a response that is not a chat answer".into())),
+                Some(_) => {
+                    return self
+                        .fail(Error::Stream("mistral.rs sent a response that is not a chat answer".into()));
+                }
                 None => {
-                    return self.fail(Error::Stream("the mistral.rs engine ended the answer without a finish reason".into()));
+                    return self.fail(Error::Stream(
+                        "the mistral.rs engine ended the answer without a finish reason".into(),
+                    ));
                 }
             };
             self.pending.extend(events.into_iter().map(Ok));
@@ -373,11 +387,15 @@ impl Call {
 
     /// Hands the request to the engine's thread; its answer arrives on the returned channel.
     async fn send(&mut self) -> phosphor_core::Result<mpsc::Receiver<Response>> {
-        let request = self.request.take().ok_or_else(|| Error::Stream("the request was already sent".into()))?;
+        let request =
+            self.request.take().ok_or_else(|| Error::Stream("the request was already sent".into()))?;
         let tools = convert::tools(&request.tools)?;
         let (messages, images) = convert::chat_messages(&request.messages);
         if images > 0 {
-            tracing::warn!(images, "the embedded model reads text only; images were replaced by a placeholder");
+            tracing::warn!(
+                images,
+                "the embedded model reads text only; images were replaced by a placeholder"
+            );
         }
         let sender = self
             .engine

@@ -80,7 +80,9 @@ pub enum EmbeddedError {
         message: String,
     },
     /// The repo holds no GGUF file. Name the file (`owner/name:file.gguf`) or choose another repo.
-    #[error("{repo} has no `.gguf` file (it has {files}); name one as `{repo}:file.gguf` or choose a GGUF repo")]
+    #[error(
+        "{repo} has no `.gguf` file (it has {files}); name one as `{repo}:file.gguf` or choose a GGUF repo"
+    )]
     NoGgufInRepo {
         /// The repo id.
         repo: String,

@@ -135,8 +135,15 @@ pub struct ResolvedModel {
 /// [`default_model`]. Blocks: it may download hundreds of megabytes; call it off the async runtime.
 pub fn resolve(config: &InferenceConfig, hub: &HubSettings) -> Result<ResolvedModel> {
     if let Some(path) = &config.model_path {
-        std::fs::metadata(path).map_err(|source| EmbeddedError::Io { path: path.clone(), source })?;
-        let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let metadata =
+            std::fs::metadata(path).map_err(|source| EmbeddedError::Io { path: path.clone(), source })?;
+        if metadata.is_dir() {
+            let source =
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "it is a directory, not a GGUF file");
+            return Err(EmbeddedError::Io { path: path.clone(), source });
+        }
+        let name =
+            path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
         return Ok(ResolvedModel { path: path.clone(), name, source: ModelSource::LocalFile });
     }
     let spec = match &config.model_repo {
@@ -166,7 +173,11 @@ pub fn resolve_repo(spec: &RepoSpec, hub: &HubSettings) -> Result<ResolvedModel>
     }
     let wanted = spec.file.clone().unwrap_or_else(|| "*.gguf".to_owned());
     if hub.offline {
-        return Err(EmbeddedError::Offline { repo: spec.repo.clone(), file: wanted, cache_dir: hub.cache_dir.clone() });
+        return Err(EmbeddedError::Offline {
+            repo: spec.repo.clone(),
+            file: wanted,
+            cache_dir: hub.cache_dir.clone(),
+        });
     }
     let download_error = |file: &str, message: String| EmbeddedError::Download {
         repo: spec.repo.clone(),
@@ -186,7 +197,8 @@ pub fn resolve_repo(spec: &RepoSpec, hub: &HubSettings) -> Result<ResolvedModel>
     let file = match &spec.file {
         Some(file) => file.clone(),
         None => {
-            let info = repo.info().map_err(|e| download_error(&wanted, format!("listing the repo failed: {e}")))?;
+            let info =
+                repo.info().map_err(|e| download_error(&wanted, format!("listing the repo failed: {e}")))?;
             let files: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
             pick_gguf(files.iter().map(String::as_str)).map(str::to_owned).ok_or_else(|| {
                 EmbeddedError::NoGgufInRepo { repo: spec.repo.clone(), files: files.join(", ") }
@@ -196,7 +208,8 @@ pub fn resolve_repo(spec: &RepoSpec, hub: &HubSettings) -> Result<ResolvedModel>
     tracing::info!(repo = %spec.repo, %file, endpoint = %hub.endpoint, "downloading the embedded model");
     let expected = Arc::new(AtomicU64::new(0));
     let progress = DownloadProgress::new(hub.progress, expected.clone());
-    let path = repo.download_with_progress(&file, progress).map_err(|e| download_error(&file, e.to_string()))?;
+    let path =
+        repo.download_with_progress(&file, progress).map_err(|e| download_error(&file, e.to_string()))?;
     let expected = expected.load(Ordering::Relaxed);
     let actual = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     if actual != expected {
@@ -263,7 +276,9 @@ fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
         } else if path.is_file()
             && let Ok(relative) = path.strip_prefix(root)
         {
-            out.push(relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"));
+            out.push(
+                relative.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"),
+            );
         }
     }
 }
@@ -375,7 +390,8 @@ mod tests {
     use std::collections::HashMap;
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         move |name| map.get(name).cloned()
     }
 
@@ -391,8 +407,15 @@ mod tests {
             (s.cache_dir, s.endpoint, s.offline, s.token.as_deref()),
             (PathBuf::from("/hf/hub"), "http://127.0.0.1:9".to_owned(), true, Some("secret"))
         );
-        let s = HubSettings::from_vars(vars(&[("HF_HOME", "/hf"), ("HF_HUB_CACHE", "/c"), ("HF_HUB_OFFLINE", "0")]));
-        assert_eq!((s.cache_dir, s.endpoint, s.offline), (PathBuf::from("/c"), DEFAULT_ENDPOINT.to_owned(), false));
+        let s = HubSettings::from_vars(vars(&[
+            ("HF_HOME", "/hf"),
+            ("HF_HUB_CACHE", "/c"),
+            ("HF_HUB_OFFLINE", "0"),
+        ]));
+        assert_eq!(
+            (s.cache_dir, s.endpoint, s.offline),
+            (PathBuf::from("/c"), DEFAULT_ENDPOINT.to_owned(), false)
+        );
         let s = HubSettings::from_vars(vars(&[("XDG_CACHE_HOME", "/x"), ("HF_HUB_OFFLINE", "TRUE")]));
         assert_eq!((s.cache_dir, s.offline), (PathBuf::from("/x/huggingface/hub"), true));
         let s = HubSettings::from_vars(vars(&[]));
@@ -474,9 +497,6 @@ mod tests {
             gpu: false,
         };
         let err = resolve(&config, &offline(Path::new("/nonexistent"))).unwrap_err();
-        assert!(
-            err.to_string().starts_with("cannot read the model file /nonexistent/m.gguf: "),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with("cannot read the model file /nonexistent/m.gguf: "), "{err}");
     }
 }

@@ -74,7 +74,8 @@ pub mod error;
 mod hub;
 
 pub use catalog::{
-    RepoSpec, SHORT_NAMES, SUPPORTED_ARCHITECTURES, ShortName, default_model, is_supported_architecture, short_name,
+    RepoSpec, SHORT_NAMES, SUPPORTED_ARCHITECTURES, ShortName, default_model, is_supported_architecture,
+    short_name,
 };
 pub use engine::{EmbeddedModel, PROVIDER, load, load_resolved, load_with};
 pub use error::{EmbeddedError, Result};

@@ -17,11 +17,11 @@ fn settings(pairs: &[(&str, String)]) -> HubSettings {
 }
 
 /// An endpoint on a loopback port nobody listens on.
-fn closed_endpoint() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+fn closed_endpoint() -> std::io::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
     drop(listener);
-    format!("http://127.0.0.1:{port}")
+    Ok(format!("http://127.0.0.1:{port}"))
 }
 
 #[test]
@@ -57,13 +57,16 @@ fn offline_mode_never_touches_the_network_and_says_what_to_do() {
             if repo == "someone/some-model-GGUF" && file == "*.gguf" && *cache_dir == cache),
         "{err:?}"
     );
-    assert!(listener.accept().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock), "a connection was made");
+    assert!(
+        listener.accept().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+        "a connection was made"
+    );
 }
 
 #[test]
 fn a_refused_server_gives_an_error_naming_what_was_tried() {
     let home = tempfile::tempdir().unwrap();
-    let endpoint = closed_endpoint();
+    let endpoint = closed_endpoint().unwrap();
     let hub = settings(&[("HF_HOME", home.path().display().to_string()), ("HF_ENDPOINT", endpoint.clone())]);
     assert!(!hub.offline);
     let cache = home.path().join("hub");
@@ -119,7 +122,10 @@ fn unsupported_architectures_fail_before_any_download() {
         assert!(matches!(err, EmbeddedError::UnsupportedArchitecture { .. }), "{name}: {err:?}");
         assert!(err.to_string().contains("use one of the short names Qwen3-0.6B, "), "{err}");
     }
-    assert!(listener.accept().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock), "a connection was made");
+    assert!(
+        listener.accept().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+        "a connection was made"
+    );
 }
 
 fn has_gguf(dir: &Path) -> bool {
@@ -139,18 +145,18 @@ fn test_model() -> Option<PathBuf> {
 }
 
 /// Lays out `huggingface_hub`'s cache under `home` with `model` as `repo`'s `file`, linked from a blob.
-fn fake_hf_home(home: &Path, repo: &str, file: &str, model: &Path) -> PathBuf {
+fn fake_hf_home(home: &Path, repo: &str, file: &str, model: &Path) -> std::io::Result<PathBuf> {
     let repo_dir = home.join("hub").join(format!("models--{}", repo.replace('/', "--")));
     let commit = "0123456789abcdef0123456789abcdef01234567";
-    std::fs::create_dir_all(repo_dir.join("blobs")).unwrap();
-    std::fs::create_dir_all(repo_dir.join("refs")).unwrap();
-    std::fs::create_dir_all(repo_dir.join("snapshots").join(commit)).unwrap();
+    std::fs::create_dir_all(repo_dir.join("blobs"))?;
+    std::fs::create_dir_all(repo_dir.join("refs"))?;
+    std::fs::create_dir_all(repo_dir.join("snapshots").join(commit))?;
     let blob = repo_dir.join("blobs").join("5f0e8c2b9a");
-    std::os::unix::fs::symlink(std::fs::canonicalize(model).unwrap(), &blob).unwrap();
+    std::os::unix::fs::symlink(std::fs::canonicalize(model)?, &blob)?;
     let pointer = repo_dir.join("snapshots").join(commit).join(file);
-    std::os::unix::fs::symlink(&blob, &pointer).unwrap();
-    std::fs::write(repo_dir.join("refs").join("main"), commit).unwrap();
-    pointer
+    std::os::unix::fs::symlink(&blob, &pointer)?;
+    std::fs::write(repo_dir.join("refs").join("main"), commit)?;
+    Ok(pointer)
 }
 
 #[test]
@@ -159,9 +165,12 @@ fn a_model_in_the_huggingface_cache_resolves_without_network() {
     let home = tempfile::tempdir().unwrap();
     let repo = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF";
     let file = "SmolLM2-135M-Instruct.Q4_1.gguf";
-    let pointer = fake_hf_home(home.path(), repo, file, &model);
+    let pointer = fake_hf_home(home.path(), repo, file, &model).unwrap();
     // Not offline: the closed endpoint would fail any attempt to use the network.
-    let hub = settings(&[("HF_HOME", home.path().display().to_string()), ("HF_ENDPOINT", closed_endpoint())]);
+    let hub = settings(&[
+        ("HF_HOME", home.path().display().to_string()),
+        ("HF_ENDPOINT", closed_endpoint().unwrap()),
+    ]);
 
     let expected = ResolvedModel {
         path: pointer,
@@ -173,4 +182,81 @@ fn a_model_in_the_huggingface_cache_resolves_without_network() {
     // model_path wins over model_repo.
     let config = InferenceConfig { model_path: Some(model.clone()), ..repo_config("Gemma-2-2B") };
     assert_eq!(resolve(&config, &hub).unwrap().source, ModelSource::LocalFile);
+}
+
+/// A GGUF file with the given metadata strings and integers, and no tensors.
+fn tiny_gguf(strings: &[(&str, &str)], integers: &[(&str, u32)]) -> Vec<u8> {
+    let mut out = b"GGUF".to_vec();
+    out.extend_from_slice(&3u32.to_le_bytes());
+    out.extend_from_slice(&0u64.to_le_bytes());
+    out.extend_from_slice(&((strings.len() + integers.len()) as u64).to_le_bytes());
+    let put_str = |out: &mut Vec<u8>, s: &str| {
+        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    };
+    for (key, value) in strings {
+        put_str(&mut out, key);
+        out.extend_from_slice(&8u32.to_le_bytes());
+        put_str(&mut out, value);
+    }
+    for (key, value) in integers {
+        put_str(&mut out, key);
+        out.extend_from_slice(&4u32.to_le_bytes());
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+    out
+}
+
+#[tokio::test]
+async fn local_files_are_checked_before_the_engine_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubSettings { offline: true, ..settings(&[("HF_HOME", dir.path().display().to_string())]) };
+    let load = |file: &str, bytes: Vec<u8>| {
+        let path = dir.path().join(file);
+        std::fs::write(&path, bytes).unwrap();
+        let config = InferenceConfig { enabled: true, model_path: Some(path), ..InferenceConfig::default() };
+        let hub = hub.clone();
+        async move { phosphor_embedded::load_with(&config, hub).await.unwrap_err() }
+    };
+
+    let gemma = tiny_gguf(&[("general.architecture", "gemma2")], &[("gemma2.context_length", 8192)]);
+    let err = load("gemma.gguf", gemma).await;
+    assert!(
+        matches!(&err, EmbeddedError::UnsupportedArchitecture { architecture, .. } if architecture == "gemma2"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{} is a `gemma2` model", dir.path().join("gemma.gguf").display()))
+    );
+
+    let err = load("no-window.gguf", tiny_gguf(&[("general.architecture", "llama")], &[])).await;
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} has no `llama.context_length` metadata: it gives the context window",
+            dir.path().join("no-window.gguf").display()
+        )
+    );
+
+    let err = load("junk.gguf", b"not a model".to_vec()).await;
+    assert!(matches!(err, EmbeddedError::Gguf { .. }), "{err:?}");
+
+    let config = InferenceConfig {
+        enabled: true,
+        model_path: Some(dir.path().to_owned()),
+        ..InferenceConfig::default()
+    };
+    let err = phosphor_embedded::load_with(&config, hub.clone()).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("cannot read the model file {}: it is a directory, not a GGUF file", dir.path().display())
+    );
+
+    let disabled = InferenceConfig { enabled: false, ..config };
+    let err = phosphor_embedded::load_with(&disabled, hub).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the embedded model is disabled: set `embedded_models.inference.enabled` to true to use it"
+    );
 }

@@ -23,6 +23,8 @@ pub(crate) struct Assembler {
     calls: BTreeMap<u64, PartialCall>,
     /// Whether the calls were already emitted (at the finish reason).
     calls_emitted: bool,
+    /// How many calls were emitted.
+    calls_count: usize,
     finish: Option<FinishReason>,
     usage: Option<Usage>,
     /// Output written so far, for the fallback count when the server reports no usage.
@@ -152,6 +154,7 @@ impl Assembler {
                 + ApproxCounter.count_text(&call.name)
                 + ApproxCounter.count_text(&call.arguments);
             events.push(StreamEvent::ToolCall(ToolCall { id, name: call.name, arguments: call.arguments }));
+            self.calls_count += 1;
         }
         Ok(events)
     }
@@ -163,9 +166,8 @@ impl Assembler {
             return Err(Error::Stream("the stream ended without a finish reason".to_owned()));
         };
         let mut events = self.take_calls()?;
-        let has_calls = events.iter().any(|e| matches!(e, StreamEvent::ToolCall(_)));
         // vLLM and Ollama end tool-call answers with "stop": say what the answer holds.
-        if has_calls && reason == FinishReason::Stop {
+        if self.calls_count > 0 && reason == FinishReason::Stop {
             reason = FinishReason::ToolCalls;
         }
         let usage = self.usage.unwrap_or(Usage {
@@ -217,7 +219,7 @@ mod tests {
             vec![
                 StreamEvent::ToolCall(ToolCall { id: "a".into(), name: "ls".into(), arguments: "{}".into() }),
                 StreamEvent::ToolCall(ToolCall { id: "b".into(), name: "cat".into(), arguments: "{\"p\":1}".into() }),
-                StreamEvent::Usage(Usage { input_tokens: 100, output_tokens: 5, ..Usage::default() }),
+                StreamEvent::Usage(Usage { input_tokens: 100, output_tokens: 7, ..Usage::default() }),
                 StreamEvent::Finish { reason: FinishReason::ToolCalls },
             ]
         );

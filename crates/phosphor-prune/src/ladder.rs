@@ -27,11 +27,7 @@ pub fn omit_oldest_tool_outputs(messages: &mut [Cow<'_, Message>], count: usize)
         if omitted == count {
             break;
         }
-        let here = message
-            .tool_results()
-            .filter(|result| omittable(result))
-            .count()
-            .min(count - omitted);
+        let here = message.tool_results().filter(|result| omittable(result)).count().min(count - omitted);
         if here == 0 {
             continue;
         }
@@ -58,9 +54,10 @@ pub fn omit_oldest_tool_outputs(messages: &mut [Cow<'_, Message>], count: usize)
                     .parts
                     .iter()
                     .map(|part| match part {
-                        Part::ToolResult(result) if omit(result) => {
-                            Part::ToolResult(ToolResult { content: OMITTED_OUTPUT.to_owned(), ..clone_result_meta(result) })
-                        }
+                        Part::ToolResult(result) if omit(result) => Part::ToolResult(ToolResult {
+                            content: OMITTED_OUTPUT.to_owned(),
+                            ..clone_result_meta(result)
+                        }),
                         _ => part.clone(),
                     })
                     .collect();
@@ -148,10 +145,23 @@ mod tests {
             Message::user("go"),
             tool("c1", &short),
             tool("c2", &long),
-            Message::new(Role::Tool, vec![
-                Part::ToolResult(ToolResult { call_id: "c3".into(), name: "read".into(), content: long.clone(), is_error: true }),
-                Part::ToolResult(ToolResult { call_id: "c4".into(), name: "read".into(), content: long.clone(), is_error: false }),
-            ]),
+            Message::new(
+                Role::Tool,
+                vec![
+                    Part::ToolResult(ToolResult {
+                        call_id: "c3".into(),
+                        name: "read".into(),
+                        content: long.clone(),
+                        is_error: true,
+                    }),
+                    Part::ToolResult(ToolResult {
+                        call_id: "c4".into(),
+                        name: "read".into(),
+                        content: long.clone(),
+                        is_error: false,
+                    }),
+                ],
+            ),
             tool("c5", &long),
         ];
         let mut history = borrowed(&messages);

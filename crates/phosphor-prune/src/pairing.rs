@@ -1,11 +1,5 @@
 //! Tool-call pairing: the invariant that every request sent to a model has a result for every
 //! tool call and a call for every result, a checker for it, and a repair that restores it.
-//!
-//! The rule, as strict as the strictest provider (OpenAI rejects a request that breaks it):
-//! the tool calls of an assistant message are answered by the run of [`Role::Tool`] messages
-//! directly after it, each call by exactly one [`Part::ToolResult`] with its id, and a tool result
-//! anywhere else (after a user message, inside a user or assistant message, answering a call
-//! twice or a call nobody made) is a violation. Only tool calls in assistant messages count.
 
 use std::borrow::{Borrow, Cow};
 use std::collections::HashMap;
@@ -17,7 +11,7 @@ use crate::with_parts;
 /// The content of the error result [`repair_tool_pairing`] inserts for a call that has none.
 pub const INTERRUPTED_RESULT: &str = "error: tool call was interrupted before it returned a result";
 
-/// The first place where a history breaks the pairing rule (see the [module docs](self)).
+/// The first place where a history breaks the pairing rule (see [`check_tool_pairing`]).
 /// `message` fields are indices into the checked slice.
 ///
 /// Every violation is fixed by [`repair_tool_pairing`]; seeing one in a request about to be sent
@@ -28,7 +22,9 @@ pub enum PairingViolation {
     /// The assistant message `message` called `call_id`, and the tool messages right after it do
     /// not answer it (the call was interrupted, or its result landed later). Repair inserts an
     /// error result, or moves the late result up.
-    #[error("tool call {call_id:?} ({name}) in message {message} has no result in the tool messages right after it")]
+    #[error(
+        "tool call {call_id:?} ({name}) in message {message} has no result in the tool messages right after it"
+    )]
     MissingResult {
         /// The call's id.
         call_id: String,
@@ -39,7 +35,9 @@ pub enum PairingViolation {
     },
     /// The result in message `message` answers a call id that no earlier assistant message made
     /// (its call was compacted away, or the transcript was cut). Repair removes it.
-    #[error("tool result for {call_id:?} in message {message} answers no tool call of an earlier assistant message")]
+    #[error(
+        "tool result for {call_id:?} in message {message} answers no tool call of an earlier assistant message"
+    )]
     OrphanResult {
         /// The id the result names.
         call_id: String,
@@ -48,7 +46,9 @@ pub enum PairingViolation {
     },
     /// The result in message `message` answers a call that already has a result (or it sits in a
     /// message that is not a tool message right after the call). Repair removes it.
-    #[error("tool result for {call_id:?} in message {message} repeats a result of the call in message {call_message}")]
+    #[error(
+        "tool result for {call_id:?} in message {message} repeats a result of the call in message {call_message}"
+    )]
     DuplicateResult {
         /// The id the result names.
         call_id: String,
@@ -88,6 +88,12 @@ impl OpenCalls<'_> {
 
 /// `Ok` when `messages` keeps the pairing rule, else the first violation found walking forward
 /// (a missing result is found where the tool messages after its call end).
+///
+/// The rule is as strict as the strictest provider (OpenAI rejects a request that breaks it):
+/// the tool calls of an assistant message are answered by the run of [`Role::Tool`] messages
+/// directly after it, each call by exactly one [`Part::ToolResult`] with its id. A tool result
+/// anywhere else (after a user message, inside a user or assistant message, answering a call
+/// twice or a call nobody made) is a violation. Only tool calls in assistant messages count.
 pub fn check_tool_pairing<M: Borrow<Message>>(messages: &[M]) -> Result<(), PairingViolation> {
     let mut open: Option<OpenCalls<'_>> = None;
     // The latest assistant message that made each call id.
@@ -104,9 +110,11 @@ pub fn check_tool_pairing<M: Borrow<Message>>(messages: &[M]) -> Result<(), Pair
                 continue;
             }
             return Err(match called.get(result.call_id.as_str()) {
-                Some(&call_message) => {
-                    PairingViolation::DuplicateResult { call_id: result.call_id.clone(), message: i, call_message }
-                }
+                Some(&call_message) => PairingViolation::DuplicateResult {
+                    call_id: result.call_id.clone(),
+                    message: i,
+                    call_message,
+                },
                 None => PairingViolation::OrphanResult { call_id: result.call_id.clone(), message: i },
             });
         }
@@ -131,9 +139,9 @@ pub fn check_tool_pairing<M: Borrow<Message>>(messages: &[M]) -> Result<(), Pair
 enum Fate {
     /// It answers a call of the assistant message whose tool run it is in: it stays.
     Stays,
-    /// It answers a call of the assistant message with this index but sits elsewhere: it moves
-    /// to the end of that message's tool run.
-    MovesTo(usize),
+    /// It answers a call of another assistant message, or sits outside a tool message: it moves
+    /// to the end of its call's tool run (listed in [`Plan::moves`]).
+    Moves,
     /// It answers no call that is still open: it is removed.
     Removed,
 }
@@ -182,7 +190,7 @@ impl Plan {
                             Fate::Stays
                         } else {
                             plan.moves[k].push((i, j));
-                            Fate::MovesTo(k)
+                            Fate::Moves
                         }
                     }
                 });
@@ -260,13 +268,19 @@ pub fn repair_tool_pairing<'a>(messages: Vec<Cow<'a, Message>>) -> Vec<Cow<'a, M
 }
 
 /// Appends the results that move to assistant message `k`'s run, then its interrupted calls.
-fn close_run<'a>(plan: &Plan, k: usize, slots: &mut [Option<Cow<'a, Message>>], out: &mut Vec<Cow<'a, Message>>) {
+fn close_run<'a>(
+    plan: &Plan,
+    k: usize,
+    slots: &mut [Option<Cow<'a, Message>>],
+    out: &mut Vec<Cow<'a, Message>>,
+) {
     let moves = &plan.moves[k];
     let mut start = 0;
     while start < moves.len() {
         let i = moves[start].0;
         let end = start + moves[start..].iter().take_while(|(m, _)| *m == i).count();
-        let whole = plan.roles[i] == Role::Tool && slots[i].as_ref().is_some_and(|m| m.parts.len() == end - start);
+        let whole =
+            plan.roles[i] == Role::Tool && slots[i].as_ref().is_some_and(|m| m.parts.len() == end - start);
         if whole {
             out.extend(slots[i].take());
         } else if let Some(source) = slots[i].as_deref() {
@@ -359,7 +373,10 @@ mod tests {
         expected.created_at = 42;
         assert_eq!(repaired[3].as_ref(), &expected);
         for (i, j) in [(0, 0), (1, 1), (2, 2), (4, 3)] {
-            assert!(matches!(&repaired[i], Cow::Borrowed(m) if std::ptr::eq(*m, &messages[j])), "message {i}");
+            assert!(
+                matches!(&repaired[i], Cow::Borrowed(m) if std::ptr::eq(*m, &messages[j])),
+                "message {i}"
+            );
         }
     }
 
@@ -371,12 +388,10 @@ mod tests {
         moved.role = Role::Tool;
         let mut user = messages[2].clone();
         user.parts.truncate(1);
-        assert_eq!(repaired.into_iter().map(Cow::into_owned).collect::<Vec<_>>(), vec![
-            messages[0].clone(),
-            messages[1].clone(),
-            moved,
-            user
-        ]);
+        assert_eq!(
+            repaired.into_iter().map(Cow::into_owned).collect::<Vec<_>>(),
+            vec![messages[0].clone(), messages[1].clone(), moved, user]
+        );
     }
 
     fn check_violation(input: &str, expected: Result<(), PairingViolation>) {
@@ -386,7 +401,8 @@ mod tests {
     #[test]
     fn reports_the_first_violation() {
         use PairingViolation::*;
-        let missing = |id: &str, message| MissingResult { call_id: id.into(), name: format!("tool_{id}"), message };
+        let missing =
+            |id: &str, message| MissingResult { call_id: id.into(), name: format!("tool_{id}"), message };
         check_violation("", Ok(()));
         check_violation("S U A U A", Ok(()));
         check_violation("U A(c1) T(c1) T", Ok(()));
@@ -400,7 +416,10 @@ mod tests {
             "U A(c1) T(c1) T(c1)",
             Err(DuplicateResult { call_id: "c1".into(), message: 3, call_message: 1 }),
         );
-        check_violation("U A(c1) T(c1) U(c1)", Err(DuplicateResult { call_id: "c1".into(), message: 3, call_message: 1 }));
+        check_violation(
+            "U A(c1) T(c1) U(c1)",
+            Err(DuplicateResult { call_id: "c1".into(), message: 3, call_message: 1 }),
+        );
     }
 
     #[test]

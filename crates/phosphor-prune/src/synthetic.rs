@@ -33,7 +33,7 @@ impl XorShift {
 
     /// A number in `0..n` (`n` > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
 
     /// A number in `low..=high`.
@@ -53,8 +53,9 @@ impl XorShift {
 }
 
 const WORDS: &[&str] = &[
-    "the", "cache", "config", "parser", "request", "token", "session", "error", "value", "buffer", "stream", "index",
-    "model", "summary", "handler", "retry", "limit", "window", "message", "result", "update", "check", "field", "path",
+    "the", "cache", "config", "parser", "request", "token", "session", "error", "value", "buffer", "stream",
+    "index", "model", "summary", "handler", "retry", "limit", "window", "message", "result", "update",
+    "check", "field", "path",
 ];
 const INTL: &[&str] = &[
     "キャッシュを更新する",
@@ -71,12 +72,15 @@ const INTL: &[&str] = &[
     "🙂👍🏽👨‍👩‍👧",
 ];
 const IDENTS: &[&str] = &[
-    "count", "len", "buf", "cfg", "state", "msg", "ctx", "input", "output", "total", "idx", "item", "node", "span",
+    "count", "len", "buf", "cfg", "state", "msg", "ctx", "input", "output", "total", "idx", "item", "node",
+    "span",
 ];
-const TYPES: &[&str] = &["usize", "u64", "String", "&str", "Vec<u8>", "Option<Message>", "Result<()>", "bool"];
+const TYPES: &[&str] =
+    &["usize", "u64", "String", "&str", "Vec<u8>", "Option<Message>", "Result<()>", "bool"];
 const LEVELS: &[&str] = &["INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR"];
 const DIRS: &[&str] = &["src", "crates/core/src", "crates/agent/src", "tests", "benches", "src/bin"];
-const FILES: &[&str] = &["lib.rs", "main.rs", "config.rs", "message.rs", "tokens.rs", "prune.rs", "agent.rs", "error.rs"];
+const FILES: &[&str] =
+    &["lib.rs", "main.rs", "config.rs", "message.rs", "tokens.rs", "prune.rs", "agent.rs", "error.rs"];
 
 /// Builds one transcript; keeps the generator and the running counters.
 struct Writer {
@@ -142,7 +146,13 @@ impl Writer {
             "bash" => {
                 let level = self.rng.pick(LEVELS);
                 let path = self.path();
-                out.push_str(&format!("2025-06-{:02}T12:{:02}:{:02}.{:03}Z {level:<5} {path}:{n}: ", 1 + n % 28, n % 60, (n * 7) % 60, (n * 13) % 1000));
+                out.push_str(&format!(
+                    "2025-06-{:02}T12:{:02}:{:02}.{:03}Z {level:<5} {path}:{n}: ",
+                    1 + n % 28,
+                    n % 60,
+                    (n * 7) % 60,
+                    (n * 13) % 1000
+                ));
                 self.words(out, 8);
             }
             "grep" => {
@@ -197,11 +207,18 @@ impl Writer {
                 self.calls += 1;
                 let name = self.rng.pick(&["read_file", "bash", "grep", "list_dir", "read_file", "bash"]);
                 let arguments = match name {
-                    "bash" => format!(r#"{{"command":"cargo test -p {} -- --nocapture"}}"#, self.rng.pick(IDENTS)),
-                    "grep" => format!(r#"{{"pattern":"{}","path":"{}"}}"#, self.rng.pick(IDENTS), self.rng.pick(DIRS)),
+                    "bash" => {
+                        format!(r#"{{"command":"cargo test -p {} -- --nocapture"}}"#, self.rng.pick(IDENTS))
+                    }
+                    "grep" => format!(
+                        r#"{{"pattern":"{}","path":"{}"}}"#,
+                        self.rng.pick(IDENTS),
+                        self.rng.pick(DIRS)
+                    ),
                     _ => format!(r#"{{"path":"{}"}}"#, self.path()),
                 };
-                let call = ToolCall { id: format!("call_{:06}", self.calls), name: name.to_owned(), arguments };
+                let call =
+                    ToolCall { id: format!("call_{:06}", self.calls), name: name.to_owned(), arguments };
                 calls.push(call.clone());
                 parts.push(Part::ToolCall(call));
             }
@@ -242,7 +259,8 @@ pub fn transcript_bytes(messages: &[Message]) -> usize {
 /// [`message_bytes`]), the same for the same `seed`.
 pub fn transcript(target_bytes: usize, seed: u64) -> Vec<Message> {
     let mut writer = Writer { rng: XorShift::new(seed), messages: Vec::new(), bytes: 0, calls: 0 };
-    writer.push(Message::system("You are a coding agent. Use the tools to inspect and change the repository."));
+    writer
+        .push(Message::system("You are a coding agent. Use the tools to inspect and change the repository."));
     while writer.bytes < target_bytes {
         writer.turn();
     }

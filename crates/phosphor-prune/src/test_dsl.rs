@@ -39,7 +39,11 @@ pub(crate) fn parse(spec: &str) -> Vec<Message> {
             };
             for id in ids {
                 message.parts.push(match head {
-                    "A" => Part::ToolCall(ToolCall { id: id.into(), name: format!("tool_{id}"), arguments: "{}".into() }),
+                    "A" => Part::ToolCall(ToolCall {
+                        id: id.into(),
+                        name: format!("tool_{id}"),
+                        arguments: "{}".into(),
+                    }),
                     "E" => result(id, INTERRUPTED_RESULT, true),
                     _ => result(id, &format!("output of {id}"), false),
                 });

@@ -48,7 +48,11 @@ pub fn turn_starts<M: Borrow<Message>>(messages: &[M]) -> Vec<usize> {
 /// start of the longest suffix that begins at a [turn start](turn_starts) and costs at most
 /// `keep_tokens`. `messages.len()` (keep nothing) when `keep_tokens` is 0 or even the last turn
 /// costs more. Never falls between a tool call and its result.
-pub fn keep_recent_split<M: Borrow<Message>>(messages: &[M], keep_tokens: u64, counter: &dyn TokenCounter) -> usize {
+pub fn keep_recent_split<M: Borrow<Message>>(
+    messages: &[M],
+    keep_tokens: u64,
+    counter: &dyn TokenCounter,
+) -> usize {
     let mut split = messages.len();
     if keep_tokens == 0 {
         return split;
@@ -95,7 +99,11 @@ mod tests {
     }
 
     fn check_split(input: &str, keep_tokens: u64, expected: usize) {
-        assert_eq!(keep_recent_split(&parse(input), keep_tokens, &ApproxCounter), expected, "{input} {keep_tokens}");
+        assert_eq!(
+            keep_recent_split(&parse(input), keep_tokens, &ApproxCounter),
+            expected,
+            "{input} {keep_tokens}"
+        );
     }
 
     #[test]

@@ -5,10 +5,9 @@ use std::borrow::Cow;
 use phosphor_core::message::{Message, Part, Role, ToolCall, ToolResult};
 use phosphor_core::tokens::{ApproxCounter, TokenCounter};
 use phosphor_prune::{
-    INTERRUPTED_RESULT, OMITTED_OUTPUT, TRUNCATION_MARKER, check_tool_pairing, drop_oldest_turns, keep_recent_split,
-    omit_oldest_tool_outputs, prune, repair_tool_pairing, truncate_chars, turn_starts,
+    INTERRUPTED_RESULT, OMITTED_OUTPUT, TRUNCATION_MARKER, check_tool_pairing, drop_oldest_turns,
+    keep_recent_split, omit_oldest_tool_outputs, prune, repair_tool_pairing, truncate_chars, turn_starts,
 };
-use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 
 const MARKER_CHARS: usize = TRUNCATION_MARKER.len();
@@ -17,7 +16,8 @@ const MARKER_CHARS: usize = TRUNCATION_MARKER.len();
 /// already ending in the truncation marker.
 fn text() -> impl Strategy<Value = String> {
     let chars = prop::sample::select(vec![
-        'a', 'b', 'z', ' ', '\n', '{', '"', 'é', 'ß', 'Ж', '日', '本', '€', '👍', '🏽', '\u{200d}', '\u{301}', '\0',
+        'a', 'b', 'z', ' ', '\n', '{', '"', 'é', 'ß', 'Ж', '日', '本', '€', '👍', '🏽', '\u{200d}',
+        '\u{301}', '\0',
     ]);
     (prop::collection::vec(chars, 0..300), any::<bool>(), 0..4_usize).prop_map(|(chars, marked, repeat)| {
         let mut text: String = chars.into_iter().collect();
@@ -69,10 +69,15 @@ fn history() -> impl Strategy<Value = Vec<Message>> {
     })
 }
 
-/// A history that keeps the pairing rule (a repaired arbitrary one).
+/// A history that keeps the pairing rule (a repaired arbitrary one, ids made unique again:
+/// inserted error results have none).
 fn valid_history() -> impl Strategy<Value = Vec<Message>> {
     history().prop_map(|messages| {
-        repair_tool_pairing(messages.iter().map(Cow::Borrowed).collect()).into_iter().map(Cow::into_owned).collect()
+        repair_tool_pairing(messages.iter().map(Cow::Borrowed).collect())
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| m.into_owned().with_id(format!("v{i}")))
+            .collect()
     })
 }
 

@@ -13,8 +13,8 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, SqlSafeStr};
 
-use crate::error::{Result, StoreError};
 use crate::SessionStore;
+use crate::error::{Result, StoreError};
 
 /// The schema migrations, in order: `(file name, SQL)`. The version and description are read
 /// from the file name the way `sqlx migrate` reads them (`0001_init.sql` is version 1, `init`),
@@ -43,7 +43,8 @@ macro_rules! session_columns {
 }
 
 /// All messages of session `?1`, in order.
-const MESSAGES_SQL: &str = concat!("SELECT ", message_columns!(), " FROM messages WHERE session_id = ?1 ORDER BY seq");
+const MESSAGES_SQL: &str =
+    concat!("SELECT ", message_columns!(), " FROM messages WHERE session_id = ?1 ORDER BY seq");
 
 /// The history of session `?1` (the rule of `phosphor_core::message::history_view`): the
 /// session's summary when it points at a complete summary of its own, then every complete,
@@ -81,10 +82,8 @@ impl SqliteStore {
     /// missing, and brings the schema up to date.
     pub async fn open(path: &Path) -> Result<SqliteStore> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| StoreError::Io {
-                path: parent.to_path_buf(),
-                source,
-            })?;
+            std::fs::create_dir_all(parent)
+                .map_err(|source| StoreError::Io { path: parent.to_path_buf(), source })?;
         }
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -107,10 +106,8 @@ impl SqliteStore {
     /// connection to `:memory:` opens a database of its own: with one connection every clone
     /// of the store sees the same data. Calls from several tasks take turns.
     pub async fn in_memory() -> Result<SqliteStore> {
-        let options = SqliteConnectOptions::new()
-            .in_memory(true)
-            .foreign_keys(true)
-            .busy_timeout(BUSY_TIMEOUT);
+        let options =
+            SqliteConnectOptions::new().in_memory(true).foreign_keys(true).busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
@@ -145,9 +142,7 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::database("locking the database to migrate it", e))?;
         migrator.run(&mut *tx).await.map_err(StoreError::Migration)?;
-        tx.commit()
-            .await
-            .map_err(|e| StoreError::database("committing the schema migrations", e))?;
+        tx.commit().await.map_err(|e| StoreError::database("committing the schema migrations", e))?;
         Ok(SqliteStore { pool })
     }
 
@@ -158,16 +153,17 @@ impl SqliteStore {
 
     /// Turns an empty result into [`StoreError::NotFound`] when the session does not exist.
     async fn require_session(&self, id: &str) -> Result<()> {
-        if self.session_exists(id).await? {
-            Ok(())
-        } else {
-            Err(not_found("session", id))
-        }
+        if self.session_exists(id).await? { Ok(()) } else { Err(not_found("session", id)) }
     }
 
     /// Runs a query returning message rows of one session and decodes them; an empty result
     /// for a session that does not exist is [`StoreError::NotFound`].
-    async fn message_list(&self, sql: &'static str, session_id: &str, operation: &str) -> Result<Vec<Message>> {
+    async fn message_list(
+        &self,
+        sql: &'static str,
+        session_id: &str,
+        operation: &str,
+    ) -> Result<Vec<Message>> {
         let rows = sqlx::query(sql)
             .bind(session_id)
             .fetch_all(&self.pool)
@@ -264,11 +260,9 @@ impl SessionStore for SqliteStore {
     }
 
     async fn update_session(&self, session: &Session) -> Result<()> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| StoreError::database(format_args!("starting to update session {}", session.id), e))?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| {
+            StoreError::database(format_args!("starting to update session {}", session.id), e)
+        })?;
         write_session(&mut tx, session).await?;
         tx.commit()
             .await
@@ -320,11 +314,9 @@ impl SessionStore for SqliteStore {
     }
 
     async fn update_message(&self, message: &Message) -> Result<()> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| StoreError::database(format_args!("starting to update message {}", message.id), e))?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| {
+            StoreError::database(format_args!("starting to update message {}", message.id), e)
+        })?;
         write_message_update(&mut tx, message).await?;
         tx.commit()
             .await
@@ -336,28 +328,19 @@ impl SessionStore for SqliteStore {
     }
 
     async fn messages(&self, session_id: &str) -> Result<Vec<Message>> {
-        self.message_list(
-            MESSAGES_SQL,
-            session_id,
-            "reading the messages",
-        )
-        .await
+        self.message_list(MESSAGES_SQL, session_id, "reading the messages").await
     }
 
     async fn history(&self, session_id: &str) -> Result<Vec<Message>> {
         // Every lookup and the scan use an index: the cost is that of the rows returned.
-        self.message_list(HISTORY_SQL, session_id,
-            "reading the history",
-        )
-        .await
+        self.message_list(HISTORY_SQL, session_id, "reading the history").await
     }
 
     async fn count_messages(&self, session_id: &str) -> Result<u64> {
-        let count: i64 = sqlx::query_scalar(COUNT_SQL)
-            .bind(session_id)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| StoreError::database(format_args!("counting the messages of session {session_id}"), e))?;
+        let count: i64 =
+            sqlx::query_scalar(COUNT_SQL).bind(session_id).fetch_one(&self.pool).await.map_err(|e| {
+                StoreError::database(format_args!("counting the messages of session {session_id}"), e)
+            })?;
         if count == 0 {
             self.require_session(session_id).await?;
         }
@@ -365,20 +348,33 @@ impl SessionStore for SqliteStore {
     }
 
     async fn complete_summary(&self, session: &Session, summary: &Message) -> Result<()> {
-        let invalid = |field: &'static str, reason: String| StoreError::Invalid { id: summary.id.clone(), field, reason };
+        let invalid = |field: &'static str, reason: String| StoreError::Invalid {
+            id: summary.id.clone(),
+            field,
+            reason,
+        };
         if !summary.is_summary {
-            return Err(invalid("is_summary", "complete_summary needs a summary message (is_summary = true)".to_owned()));
+            return Err(invalid(
+                "is_summary",
+                "complete_summary needs a summary message (is_summary = true)".to_owned(),
+            ));
         }
         if summary.status != MessageStatus::Complete {
             return Err(invalid(
                 "status",
-                format!("complete_summary stores a finished summary; the status is {}, set it to complete", summary.status.as_str()),
+                format!(
+                    "complete_summary stores a finished summary; the status is {}, set it to complete",
+                    summary.status.as_str()
+                ),
             ));
         }
         if summary.session_id != session.id {
             return Err(invalid(
                 "session_id",
-                format!("the summary belongs to session {:?}, not to session {}", summary.session_id, session.id),
+                format!(
+                    "the summary belongs to session {:?}, not to session {}",
+                    summary.session_id, session.id
+                ),
             ));
         }
         if session.summary_message_id.as_deref() != Some(summary.id.as_str()) {
@@ -391,11 +387,9 @@ impl SessionStore for SqliteStore {
                 ),
             });
         }
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| StoreError::database(format_args!("starting to complete summary {}", summary.id), e))?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| {
+            StoreError::database(format_args!("starting to complete summary {}", summary.id), e)
+        })?;
         write_message_update(&mut tx, summary).await?;
         write_session(&mut tx, session).await?;
         tx.commit()
@@ -406,21 +400,22 @@ impl SessionStore for SqliteStore {
 
 /// Checks the update rule of [`SessionStore::update_message`] and writes the changeable fields.
 async fn write_message_update(conn: &mut SqliteConnection, message: &Message) -> Result<()> {
-    let existing = fetch_message(&mut *conn, &message.id)
-        .await?
-        .ok_or_else(|| not_found("message", &message.id))?;
+    let existing =
+        fetch_message(&mut *conn, &message.id).await?.ok_or_else(|| not_found("message", &message.id))?;
     check_message_update(&existing, message)?;
     let row = MessageRow::encode(message)?;
-    sqlx::query("UPDATE messages SET parts = ?1, status = ?2, usage = ?3, model = ?4, updated_at = ?5 WHERE id = ?6")
-        .bind(row.parts)
-        .bind(message.status.as_str())
-        .bind(row.usage)
-        .bind(&message.model)
-        .bind(message.updated_at)
-        .bind(&message.id)
-        .execute(&mut *conn)
-        .await
-        .map_err(|e| StoreError::database(format_args!("updating message {}", message.id), e))?;
+    sqlx::query(
+        "UPDATE messages SET parts = ?1, status = ?2, usage = ?3, model = ?4, updated_at = ?5 WHERE id = ?6",
+    )
+    .bind(row.parts)
+    .bind(message.status.as_str())
+    .bind(row.usage)
+    .bind(&message.model)
+    .bind(message.updated_at)
+    .bind(&message.id)
+    .execute(&mut *conn)
+    .await
+    .map_err(|e| StoreError::database(format_args!("updating message {}", message.id), e))?;
     Ok(())
 }
 
@@ -442,10 +437,8 @@ fn check_message_update(existing: &Message, new: &Message) -> Result<()> {
         ("model", existing.model == new.model),
     ];
     let complete = existing.status.is_complete();
-    let changed = frozen
-        .iter()
-        .chain(frozen_once_complete.iter().filter(|_| complete))
-        .find(|(_, same)| !same);
+    let changed =
+        frozen.iter().chain(frozen_once_complete.iter().filter(|_| complete)).find(|(_, same)| !same);
     match changed {
         Some(&(field, _)) => Err(StoreError::Immutable { id: new.id.clone(), field }),
         None => Ok(()),
@@ -480,12 +473,13 @@ async fn write_session(conn: &mut SqliteConnection, session: &Session) -> Result
 }
 
 /// A session's summary pointer must name a complete summary message of the same session.
-async fn check_summary_pointer(conn: &mut SqliteConnection, session: &Session, summary_id: &str) -> Result<()> {
-    let invalid = |reason: String| StoreError::Invalid {
-        id: session.id.clone(),
-        field: "summary_message_id",
-        reason,
-    };
+async fn check_summary_pointer(
+    conn: &mut SqliteConnection,
+    session: &Session,
+    summary_id: &str,
+) -> Result<()> {
+    let invalid =
+        |reason: String| StoreError::Invalid { id: session.id.clone(), field: "summary_message_id", reason };
     let Some(summary) = fetch_message(&mut *conn, summary_id).await? else {
         return Err(invalid(format!("message {summary_id} does not exist")));
     };
@@ -509,13 +503,12 @@ async fn check_summary_pointer(conn: &mut SqliteConnection, session: &Session, s
 
 /// A summary's `summarized_until` must name a message already stored in the same session.
 async fn check_cut<'e>(executor: impl SqliteExecutor<'e>, message: &Message, cut: &str) -> Result<()> {
-    let invalid = |reason: String| StoreError::Invalid {
-        id: message.id.clone(),
-        field: "summarized_until",
-        reason,
-    };
+    let invalid =
+        |reason: String| StoreError::Invalid { id: message.id.clone(), field: "summarized_until", reason };
     if !message.is_summary {
-        return Err(invalid("only a summary message (is_summary = true) replaces earlier messages".to_owned()));
+        return Err(invalid(
+            "only a summary message (is_summary = true) replaces earlier messages".to_owned(),
+        ));
     }
     let session: Option<String> = sqlx::query_scalar("SELECT session_id FROM messages WHERE id = ?1")
         .bind(cut)
@@ -527,7 +520,9 @@ async fn check_cut<'e>(executor: impl SqliteExecutor<'e>, message: &Message, cut
         Some(session) => Err(invalid(format!(
             "message {cut} belongs to session {session}; a summary can only replace messages of its own session"
         ))),
-        None => Err(invalid(format!("message {cut} does not exist; name a message stored before the summary"))),
+        None => {
+            Err(invalid(format!("message {cut} does not exist; name a message stored before the summary")))
+        }
     }
 }
 
@@ -624,11 +619,15 @@ fn message_from_row(row: &SqliteRow) -> Result<Message> {
     })?;
     let status: String = column(row, &id, "status")?;
     let status = MessageStatus::parse(&status).ok_or_else(|| {
-        corrupt(&id, "status", format!("unknown status {status:?}; expected complete, streaming, failed or cancelled"))
+        corrupt(
+            &id,
+            "status",
+            format!("unknown status {status:?}; expected complete, streaming, failed or cancelled"),
+        )
     })?;
     let parts: String = column(row, &id, "parts")?;
-    let parts: Vec<Part> =
-        serde_json::from_str(&parts).map_err(|e| corrupt(&id, "parts", format!("not a JSON array of parts: {e}")))?;
+    let parts: Vec<Part> = serde_json::from_str(&parts)
+        .map_err(|e| corrupt(&id, "parts", format!("not a JSON array of parts: {e}")))?;
     let usage: Option<String> = column(row, &id, "usage")?;
     let usage: Option<Usage> = usage
         .map(|usage| serde_json::from_str(&usage))

@@ -1,6 +1,9 @@
 //! Behaviour of `SqliteStore` through the `SessionStore` trait.
 
-use phosphor_core::message::{history_view, FinishReason, Message, MessageStatus, Part, Role, Session, ToolCall, ToolResult, Usage};
+use anyhow::Context;
+use phosphor_core::message::{
+    FinishReason, Message, MessageStatus, Part, Role, Session, ToolCall, ToolResult, Usage, history_view,
+};
 use phosphor_store::{SessionStore, SqliteStore, StoreError};
 use pretty_assertions::assert_eq;
 use sqlx::Connection;
@@ -65,17 +68,22 @@ fn rich_message(id: &str, session: &str) -> Message {
         status: MessageStatus::Failed,
         name: Some("helper".to_owned()),
         model: Some("qwen3.5-0.8b".to_owned()),
-        usage: Some(Usage { input_tokens: 1200, output_tokens: 34, cached_input_tokens: 1000, reasoning_tokens: 7 }),
+        usage: Some(Usage {
+            input_tokens: 1200,
+            output_tokens: 34,
+            cached_input_tokens: 1000,
+            reasoning_tokens: 7,
+        }),
         created_at: 1_700_000_000_123,
         updated_at: 1_700_000_000_456,
     }
 }
 
-async fn store_with_session(id: &str) -> (SqliteStore, Session) {
-    let store = SqliteStore::in_memory().await.unwrap();
+async fn store_with_session(id: &str) -> anyhow::Result<(SqliteStore, Session)> {
+    let store = SqliteStore::in_memory().await?;
     let session = Session::new(id, "a session", 1_000);
-    store.create_session(&session).await.unwrap();
-    (store, session)
+    store.create_session(&session).await?;
+    Ok((store, session))
 }
 
 fn ids(messages: &[Message]) -> Vec<&str> {
@@ -84,10 +92,11 @@ fn ids(messages: &[Message]) -> Vec<&str> {
 
 #[tokio::test]
 async fn every_part_and_field_round_trips() {
-    let (store, _) = store_with_session("s").await;
+    let (store, _) = store_with_session("s").await.unwrap();
     let plain = Message { usage: None, name: None, model: None, ..msg("m0", "s", Role::User, "", 5) };
     let rich = rich_message("m1", "s");
-    let tool = Message { session_id: "s".to_owned(), ..Message::tool_result("c", "t", "out", false).with_id("m2") };
+    let tool =
+        Message { session_id: "s".to_owned(), ..Message::tool_result("c", "t", "out", false).with_id("m2") };
     for m in [&plain, &rich, &tool] {
         store.append_message(m).await.unwrap();
     }
@@ -142,13 +151,15 @@ async fn sessions_round_trip() {
 }
 
 /// Checks `history` against the expected ids and against the reference rule in phosphor-core.
-async fn check_history(store: &SqliteStore, session_id: &str, expected: &[&str]) {
-    let history = store.history(session_id).await.unwrap();
+async fn check_history(store: &SqliteStore, session_id: &str, expected: &[&str]) -> anyhow::Result<()> {
+    let history = store.history(session_id).await?;
     assert_eq!(ids(&history), expected);
-    let all = store.messages(session_id).await.unwrap();
-    let pointer = store.session(session_id).await.unwrap().unwrap().summary_message_id;
-    let reference: Vec<Message> = history_view(&all, pointer.as_deref()).into_iter().cloned().collect();
+    let all = store.messages(session_id).await?;
+    let session = store.session(session_id).await?.context("the session exists")?;
+    let reference: Vec<Message> =
+        history_view(&all, session.summary_message_id.as_deref()).into_iter().cloned().collect();
     assert_eq!(history, reference);
+    Ok(())
 }
 
 fn cut(message: Message, until: &str) -> Message {
@@ -157,7 +168,7 @@ fn cut(message: Message, until: &str) -> Message {
 
 #[tokio::test]
 async fn history_starts_at_the_summary_and_resumes_after_its_cut() {
-    let (store, mut session) = store_with_session("s").await;
+    let (store, mut session) = store_with_session("s").await.unwrap();
     let before = [msg("u1", "s", Role::User, "hi", 1), msg("a1", "s", Role::Assistant, "hello", 2)];
     for m in &before {
         store.append_message(m).await.unwrap();
@@ -167,18 +178,18 @@ async fn history_starts_at_the_summary_and_resumes_after_its_cut() {
 
     // A summary that fails is kept but never shown, nor used as a start.
     store.append_message(&cut(summary("f1", "s", MessageStatus::Failed, "partial", 3), "a1")).await.unwrap();
-    check_history(&store, "s", &["u1", "a1"]).await;
+    check_history(&store, "s", &["u1", "a1"]).await.unwrap();
 
     // The prompt that forced the compaction is stored before the summary, after its cut.
     store.append_message(&msg("u2", "s", Role::User, "big prompt", 4)).await.unwrap();
     let mut s1 = cut(summary("s1", "s", MessageStatus::Streaming, "", 5), "a1");
     store.append_message(&s1).await.unwrap();
-    check_history(&store, "s", &["u1", "a1", "u2"]).await;
+    check_history(&store, "s", &["u1", "a1", "u2"]).await.unwrap();
     s1.parts = vec![Part::Text { text: "summary one".to_owned() }];
     s1.status = MessageStatus::Complete;
     session.summary_message_id = Some("s1".to_owned());
     store.complete_summary(&session, &s1).await.unwrap();
-    check_history(&store, "s", &["s1", "u2"]).await;
+    check_history(&store, "s", &["s1", "u2"]).await.unwrap();
     assert_eq!(store.history("s").await.unwrap()[0], s1);
 
     for m in [
@@ -191,7 +202,7 @@ async fn history_starts_at_the_summary_and_resumes_after_its_cut() {
     ] {
         store.append_message(&m).await.unwrap();
     }
-    check_history(&store, "s", &["s1", "u2", "a2", "u3"]).await;
+    check_history(&store, "s", &["s1", "u2", "a2", "u3"]).await.unwrap();
 
     // A second compaction supersedes the first, which is no longer shown.
     let s5 = cut(summary("s5", "s", MessageStatus::Complete, "summary two", 11), "a2");
@@ -199,7 +210,7 @@ async fn history_starts_at_the_summary_and_resumes_after_its_cut() {
     session.summary_message_id = Some("s5".to_owned());
     store.complete_summary(&session, &s5).await.unwrap();
     store.append_message(&msg("a3", "s", Role::Assistant, "done", 12)).await.unwrap();
-    check_history(&store, "s", &["s5", "u3", "a3"]).await;
+    check_history(&store, "s", &["s5", "u3", "a3"]).await.unwrap();
 
     // Nothing was deleted.
     assert_eq!(store.count_messages("s").await.unwrap(), 12);
@@ -211,18 +222,18 @@ async fn history_starts_at_the_summary_and_resumes_after_its_cut() {
 
 #[tokio::test]
 async fn a_summary_without_a_cut_is_followed_by_every_complete_message() {
-    let (store, mut session) = store_with_session("s").await;
+    let (store, mut session) = store_with_session("s").await.unwrap();
     store.append_message(&msg("u1", "s", Role::User, "hi", 1)).await.unwrap();
     store.append_message(&summary("sum", "s", MessageStatus::Complete, "sum", 2)).await.unwrap();
     store.append_message(&msg("u2", "s", Role::User, "more", 3)).await.unwrap();
     session.summary_message_id = Some("sum".to_owned());
     store.update_session(&session).await.unwrap();
-    check_history(&store, "s", &["sum", "u1", "u2"]).await;
+    check_history(&store, "s", &["sum", "u1", "u2"]).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_cut_must_name_an_earlier_message_of_the_session() {
-    let (store, _) = store_with_session("s").await;
+    let (store, _) = store_with_session("s").await.unwrap();
     store.create_session(&Session::new("t", "", 1)).await.unwrap();
     store.append_message(&msg("u1", "s", Role::User, "hi", 1)).await.unwrap();
     store.append_message(&msg("t1", "t", Role::User, "hi", 1)).await.unwrap();
@@ -245,7 +256,7 @@ async fn a_cut_must_name_an_earlier_message_of_the_session() {
 
 #[tokio::test]
 async fn history_of_sessions_is_separate() {
-    let (store, mut a) = store_with_session("a").await;
+    let (store, mut a) = store_with_session("a").await.unwrap();
     store.create_session(&Session::new("b", "b", 1)).await.unwrap();
     store.append_message(&msg("b1", "b", Role::User, "b", 1)).await.unwrap();
     store.append_message(&summary("as", "a", MessageStatus::Complete, "sum", 2)).await.unwrap();
@@ -264,7 +275,7 @@ async fn history_of_sessions_is_separate() {
 
 #[tokio::test]
 async fn complete_summary_writes_pointer_tokens_and_message_together() {
-    let (store, session) = store_with_session("s").await;
+    let (store, session) = store_with_session("s").await.unwrap();
     store.append_message(&msg("u1", "s", Role::User, "hi", 1)).await.unwrap();
     let streaming = cut(summary("sum", "s", MessageStatus::Streaming, "par", 2), "u1");
     store.append_message(&streaming).await.unwrap();
@@ -328,7 +339,7 @@ async fn complete_summary_writes_pointer_tokens_and_message_together() {
 
 #[tokio::test]
 async fn update_session_only_points_at_complete_summaries_of_the_session() {
-    let (store, session) = store_with_session("s").await;
+    let (store, session) = store_with_session("s").await.unwrap();
     store.create_session(&Session::new("other", "", 1)).await.unwrap();
     store.append_message(&msg("u1", "s", Role::User, "hi", 1)).await.unwrap();
     store.append_message(&summary("streaming", "s", MessageStatus::Streaming, "", 2)).await.unwrap();
@@ -346,7 +357,7 @@ async fn update_session_only_points_at_complete_summaries_of_the_session() {
 
 #[tokio::test]
 async fn update_message_follows_the_rule() {
-    let (store, _) = store_with_session("s").await;
+    let (store, _) = store_with_session("s").await.unwrap();
     store.create_session(&Session::new("t", "", 1)).await.unwrap();
     let streaming = summary("sum", "s", MessageStatus::Streaming, "a", 1);
     store.append_message(&streaming).await.unwrap();
@@ -390,9 +401,13 @@ async fn update_message_follows_the_rule() {
     ];
     for (field, changed) in &refused_once_complete {
         let result = store.update_message(changed).await;
-        assert!(matches!(result, Err(StoreError::Immutable { field: f, .. }) if f == *field), "{field}: {result:?}");
+        assert!(
+            matches!(result, Err(StoreError::Immutable { field: f, .. }) if f == *field),
+            "{field}: {result:?}"
+        );
     }
-    let with_usage = Message { usage: Some(Usage { input_tokens: 5, ..Usage::default() }), updated_at: 4, ..done };
+    let with_usage =
+        Message { usage: Some(Usage { input_tokens: 5, ..Usage::default() }), updated_at: 4, ..done };
     store.update_message(&with_usage).await.unwrap();
     assert_eq!(store.message("sum").await.unwrap(), Some(with_usage));
 
@@ -411,7 +426,7 @@ async fn update_message_follows_the_rule() {
 
 #[tokio::test]
 async fn foreign_keys_and_ids_are_enforced() {
-    let (store, _) = store_with_session("s").await;
+    let (store, _) = store_with_session("s").await.unwrap();
     let orphan = msg("m", "nobody", Role::User, "hi", 1);
     let result = store.append_message(&orphan).await;
     assert!(
@@ -463,8 +478,10 @@ async fn a_file_database_survives_reopening() {
     let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
     let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&mut conn).await.unwrap();
     assert_eq!(mode, "wal");
-    let versions: Vec<i64> =
-        sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version").fetch_all(&mut conn).await.unwrap();
+    let versions: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
     assert_eq!(versions, vec![1]);
     conn.close().await.unwrap();
 }
@@ -500,7 +517,7 @@ async fn a_row_that_does_not_parse_is_reported_with_its_id_and_column() {
 
 #[tokio::test]
 async fn a_thousand_messages_keep_their_order() {
-    let (store, _) = store_with_session("s").await;
+    let (store, _) = store_with_session("s").await.unwrap();
     // Ids whose text order differs from the insertion order, and times that run backwards: the
     // order is the order of appending, nothing else.
     let expected: Vec<String> = (0..1000).map(|i| format!("m{:03}", (i * 7919) % 1000)).collect();
@@ -535,43 +552,46 @@ async fn sessions_are_listed_most_recently_updated_first() {
     assert_eq!(store.latest_session().await.unwrap(), Some(b));
 }
 
-async fn append_concurrently(store: SqliteStore) {
-    store.create_session(&Session::new("s", "", 0)).await.unwrap();
+async fn append_concurrently(store: SqliteStore) -> anyhow::Result<()> {
+    store.create_session(&Session::new("s", "", 0)).await?;
     let tasks: Vec<_> = (0..8)
         .map(|task| {
             let store = store.clone();
             tokio::spawn(async move {
                 for i in 0..50 {
                     let id = format!("t{task}-{i:02}");
-                    store.append_message(&msg(&id, "s", Role::User, &id, i)).await.unwrap();
+                    store.append_message(&msg(&id, "s", Role::User, &id, i)).await?;
                 }
+                anyhow::Ok(())
             })
         })
         .collect();
     for task in tasks {
-        task.await.unwrap();
+        task.await??;
     }
-    let stored = store.messages("s").await.unwrap();
+    let stored = store.messages("s").await?;
     assert_eq!(stored.len(), 400);
     for task in 0..8 {
         let prefix = format!("t{task}-");
-        let own: Vec<String> = stored.iter().filter(|m| m.id.starts_with(&prefix)).map(|m| m.id.clone()).collect();
+        let own: Vec<String> =
+            stored.iter().filter(|m| m.id.starts_with(&prefix)).map(|m| m.id.clone()).collect();
         let expected: Vec<String> = (0..50).map(|i| format!("{prefix}{i:02}")).collect();
         assert_eq!(own, expected, "each task's messages are all there, in its order");
     }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appends_to_a_file_keep_every_message() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("sessions.db")).await.unwrap();
-    append_concurrently(store.clone()).await;
+    append_concurrently(store.clone()).await.unwrap();
     store.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appends_in_memory_keep_every_message() {
-    append_concurrently(SqliteStore::in_memory().await.unwrap()).await;
+    append_concurrently(SqliteStore::in_memory().await.unwrap()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
