@@ -561,3 +561,32 @@ async fn interrupted_tool_calls_get_synthetic_results_in_the_next_request() {
     let _ = (FinishReason::Stop, Part::Text { text: String::new() });
 }
 
+
+#[tokio::test]
+async fn a_file_database_survives_a_restart_and_the_new_agent_continues_from_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let mut scripts = fill_scripts(2);
+    scripts.push(text_turn("Summary before the restart.", None));
+    let session = {
+        let store = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let agent = SessionAgent::new(store.clone(), Models::new(Arc::new(ScriptedModel::new(scripts))), Options::default())
+            .with_tool(Arc::new(ReadFile));
+        let session = agent.create_session("").await.unwrap().id;
+        for i in 0..2 {
+            agent.run_turn(&session, format!("Please read file number {i}"), None).await.unwrap();
+        }
+        agent.compact(&session, None, None).await.unwrap();
+        drop(agent);
+        Arc::try_unwrap(store).unwrap().close().await;
+        session
+    };
+    let store = Arc::new(SqliteStore::open(&path).await.unwrap());
+    let model = Arc::new(ScriptedModel::new(vec![text_turn("Continuing.", None)]));
+    let agent = SessionAgent::new(store.clone(), Models::new(model.clone()), Options::default());
+    agent.run_turn(&session, "Where were we?", None).await.unwrap();
+    let request = model.requests().pop().unwrap();
+    assert_eq!(request.messages.len(), 2);
+    assert!(request.messages[0].text_content().contains("Summary before the restart."));
+    assert_eq!(store.messages(&session).await.unwrap().len(), 2 * 4 + 1 + 2);
+}
