@@ -15,8 +15,11 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
+/// One recorded span: its id, name and fields.
+type SpanRecord = (u64, String, HashMap<String, String>);
+
 #[derive(Default, Clone)]
-struct Spans(Arc<Mutex<Vec<(u64, String, HashMap<String, String>)>>>);
+struct Spans(Arc<Mutex<Vec<SpanRecord>>>);
 
 struct Fields<'a>(&'a mut HashMap<String, String>);
 
