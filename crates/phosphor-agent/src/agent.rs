@@ -315,8 +315,11 @@ impl SessionAgent {
     /// Tokens every request spends besides the history: system prompt, tool schemas, framing.
     fn fixed_tokens(&self) -> u64 {
         let counter = self.counter.as_ref();
-        let system =
-            if self.system_prompt.is_empty() { 0 } else { counter.count_message(&Message::system(&self.system_prompt)) };
+        let system = if self.system_prompt.is_empty() {
+            0
+        } else {
+            counter.count_message(&Message::system(&self.system_prompt))
+        };
         let tools: u64 = self.tools.specs().iter().map(|t| counter.count_tool(t)).sum();
         REQUEST_OVERHEAD_TOKENS + system + tools
     }
@@ -336,7 +339,12 @@ impl SessionAgent {
         info.max_output_tokens.min(info.context_window / 4)
     }
 
-    async fn turn(&self, cache: &mut Cache, prompt: String, events: Option<&EventSender>) -> Result<TurnOutcome> {
+    async fn turn(
+        &self,
+        cache: &mut Cache,
+        prompt: String,
+        events: Option<&EventSender>,
+    ) -> Result<TurnOutcome> {
         let large = self.models.large.clone();
         let info = large.info().clone();
         let window = info.context_window;
@@ -350,13 +358,21 @@ impl SessionAgent {
             cache.session.title = title_from(&user.text_content());
         }
         cache.push(self.counter.as_ref(), user);
-        emit(events, AgentEvent::TurnStarted { session_id: cache.session.id.clone(), message_id: user_id.clone() });
+        emit(
+            events,
+            AgentEvent::TurnStarted { session_id: cache.session.id.clone(), message_id: user_id.clone() },
+        );
 
         // A message that cannot fit even alone: no compaction can help.
         let user_tokens = cache.ledger.counts().last().copied().unwrap_or(0);
         let overhead = self.fixed_tokens() + reserve;
         if user_tokens + overhead > window {
-            return Err(AgentError::MessageTooLarge { tokens: user_tokens, overhead, window, model: info.model });
+            return Err(AgentError::MessageTooLarge {
+                tokens: user_tokens,
+                overhead,
+                window,
+                model: info.model,
+            });
         }
 
         // Post-user-message overflow check, then the pre-request threshold check (spec order).
@@ -398,29 +414,38 @@ impl SessionAgent {
             let request = self.build_request(cache);
             let estimated_request = self.counter.count_request(&request);
             model_calls += 1;
-            let completion = match self.call_model(large.as_ref(), request, "chat", &cache.session.id, events).await {
-                Ok(completion) => completion,
-                Err(err) if err.is_context_overflow() && !rejected_once => {
-                    // The model counts more than we estimated: compact once, retry once.
-                    rejected_once = true;
-                    emit(events, AgentEvent::Warning { message: format!("{err}; compacting and retrying once") });
-                    if compaction.is_none() {
-                        let cut = keep_after_last_user(&cache.history);
-                        let report = self.summarize(cache, CompactionReason::Rejected, None, cut, events).await?;
-                        compaction = Some(report);
-                        continue;
+            let completion =
+                match self.call_model(large.as_ref(), request, "chat", &cache.session.id, events).await {
+                    Ok(completion) => completion,
+                    Err(err) if err.is_context_overflow() && !rejected_once => {
+                        // The model counts more than we estimated: compact once, retry once.
+                        rejected_once = true;
+                        emit(
+                            events,
+                            AgentEvent::Warning { message: format!("{err}; compacting and retrying once") },
+                        );
+                        if compaction.is_none() {
+                            let cut = keep_after_last_user(&cache.history);
+                            let report =
+                                self.summarize(cache, CompactionReason::Rejected, None, cut, events).await?;
+                            compaction = Some(report);
+                            continue;
+                        }
+                        return Err(AgentError::StillOverflowing {
+                            tokens: self.estimate(cache),
+                            window,
+                            model: info.model.clone(),
+                        });
                     }
-                    return Err(AgentError::StillOverflowing {
-                        tokens: self.estimate(cache),
-                        window,
-                        model: info.model.clone(),
-                    });
-                }
-                Err(err) if err.is_context_overflow() => {
-                    return Err(AgentError::StillOverflowing { tokens: self.estimate(cache), window, model: info.model });
-                }
-                Err(err) => return Err(err.into()),
-            };
+                    Err(err) if err.is_context_overflow() => {
+                        return Err(AgentError::StillOverflowing {
+                            tokens: self.estimate(cache),
+                            window,
+                            model: info.model,
+                        });
+                    }
+                    Err(err) => return Err(err.into()),
+                };
 
             let usage = completion.usage;
             let calls = completion.tool_calls.clone();
@@ -447,7 +472,12 @@ impl SessionAgent {
 
             if calls.is_empty() {
                 emit(events, AgentEvent::TurnFinished { message_id: assistant.id.clone(), model_calls });
-                return Ok(TurnOutcome { user_message_id: user_id, final_message: assistant, model_calls, compaction });
+                return Ok(TurnOutcome {
+                    user_message_id: user_id,
+                    final_message: assistant,
+                    model_calls,
+                    compaction,
+                });
             }
             for call in &calls {
                 let result = self.tools.run(call).await;
@@ -497,7 +527,13 @@ impl SessionAgent {
     }
 
     /// After the turn's one compaction: go on with a warning if the request fits, stop otherwise.
-    fn after_compaction(&self, cache: &Cache, reserve: u64, window: u64, events: Option<&EventSender>) -> Result<()> {
+    fn after_compaction(
+        &self,
+        cache: &Cache,
+        reserve: u64,
+        window: u64,
+        events: Option<&EventSender>,
+    ) -> Result<()> {
         let estimate = self.estimate(cache);
         if estimate + reserve > window {
             let model = self.models.large.info().model.clone();
@@ -527,7 +563,8 @@ impl SessionAgent {
             messages.push(Cow::Owned(Message::system(&self.system_prompt)));
         }
         messages.extend(cache.history.iter().map(summary_as_context));
-        let messages = phosphor_prune::repair_tool_pairing(messages).into_iter().map(Cow::into_owned).collect();
+        let messages =
+            phosphor_prune::repair_tool_pairing(messages).into_iter().map(Cow::into_owned).collect();
         ChatRequest {
             messages,
             tools: self.tools.specs(),
@@ -564,7 +601,9 @@ impl SessionAgent {
             while let Some(event) = stream.next().await {
                 let event = event?;
                 match &event {
-                    StreamEvent::TextDelta { text } => emit(events, AgentEvent::TextDelta { text: text.clone() }),
+                    StreamEvent::TextDelta { text } => {
+                        emit(events, AgentEvent::TextDelta { text: text.clone() })
+                    }
                     StreamEvent::ReasoningDelta { text } => {
                         emit(events, AgentEvent::ReasoningDelta { text: text.clone() })
                     }
@@ -575,7 +614,8 @@ impl SessionAgent {
             }
             let usage = completion.usage.unwrap_or_else(|| Usage {
                 input_tokens: input_estimate,
-                output_tokens: self.counter.count_text(&completion.text) + self.counter.count_text(&completion.reasoning),
+                output_tokens: self.counter.count_text(&completion.text)
+                    + self.counter.count_text(&completion.reasoning),
                 ..Usage::default()
             });
             completion.usage = Some(usage);
@@ -690,7 +730,8 @@ impl SessionAgent {
         let last_folded_id = last_folded.id.clone();
 
         // The deterministic artifact trail: the previous summary's, plus what the folded messages show.
-        let mut trail = previous.as_ref().map(|p| ArtifactTrail::parse(&p.text_content())).unwrap_or_default();
+        let mut trail =
+            previous.as_ref().map(|p| ArtifactTrail::parse(&p.text_content())).unwrap_or_default();
         trail.merge(ArtifactTrail::collect(fold));
 
         // Step 3: the prompt, with the previous summary for iterative compaction.
@@ -728,7 +769,11 @@ impl SessionAgent {
         let mut guard = SummaryGuard { store: self.store.clone(), message: Some(summary.clone()) };
         emit(
             events,
-            AgentEvent::CompactionStarted { reason, model: info.model.clone(), tokens_before: self.estimate(cache) },
+            AgentEvent::CompactionStarted {
+                reason,
+                model: info.model.clone(),
+                tokens_before: self.estimate(cache),
+            },
         );
 
         // Steps 2 and 5, with overflow recovery: walk the shedding ladder until the input fits and
@@ -738,7 +783,11 @@ impl SessionAgent {
         let outcome = loop {
             let Some((level, input)) = ladder.next_input() else {
                 let tokens = ladder.smallest_tokens + counter.count_text(&rendered.text);
-                break Err(AgentError::NothingToShed { tokens, window: info.context_window, model: info.model.clone() });
+                break Err(AgentError::NothingToShed {
+                    tokens,
+                    window: info.context_window,
+                    model: info.model.clone(),
+                });
             };
             let request = summary_request(&rendered.text, input, reserve, &cache.session.id);
             let estimate = counter.count_request(&request);
@@ -755,7 +804,9 @@ impl SessionAgent {
                     emit(
                         events,
                         AgentEvent::Warning {
-                            message: format!("the summarizer rejected the input as too long ({err}); shedding more"),
+                            message: format!(
+                                "the summarizer rejected the input as too long ({err}); shedding more"
+                            ),
                         },
                     );
                     summary.parts.clear();
@@ -781,7 +832,10 @@ impl SessionAgent {
         // Step 7: the summary is whole; append the artifact trail, then move the pointer and the
         // token fields in one transaction.
         let text = summary.text_content();
-        summary.parts = vec![Part::Text { text: text.trim_end().to_owned() }, Part::Text { text: format!("\n\n{}", trail.render()) }];
+        summary.parts = vec![
+            Part::Text { text: text.trim_end().to_owned() },
+            Part::Text { text: format!("\n\n{}", trail.render()) },
+        ];
         summary.status = MessageStatus::Complete;
         summary.usage = Some(usage);
         summary.updated_at = now_ms();
@@ -836,7 +890,9 @@ impl SessionAgent {
                     StreamEvent::TextDelta { text: delta } => {
                         emit(events, AgentEvent::CompactionDelta { text: delta.clone() });
                         text.push_str(&delta);
-                        if last_persist.elapsed() >= self.settings.persist_interval && text.len() > persisted_len {
+                        if last_persist.elapsed() >= self.settings.persist_interval
+                            && text.len() > persisted_len
+                        {
                             summary.parts = vec![Part::Text { text: text.clone() }];
                             summary.updated_at = now_ms();
                             self.store.update_message(summary).await?;
@@ -845,7 +901,9 @@ impl SessionAgent {
                         }
                     }
                     StreamEvent::Usage(usage) => reported = Some(usage),
-                    StreamEvent::ReasoningDelta { .. } | StreamEvent::ToolCall(_) | StreamEvent::Finish { .. } => {}
+                    StreamEvent::ReasoningDelta { .. }
+                    | StreamEvent::ToolCall(_)
+                    | StreamEvent::Finish { .. } => {}
                 }
             }
             summary.parts = vec![Part::Text { text: text.clone() }];
@@ -951,7 +1009,12 @@ impl<'a> Ladder<'a> {
 }
 
 /// The summarizer's request: the rendered instructions, the pruned history, and a closing ask.
-fn summary_request(prompt: &str, input: Vec<Cow<'_, Message>>, reserve: u64, session_id: &str) -> ChatRequest {
+fn summary_request(
+    prompt: &str,
+    input: Vec<Cow<'_, Message>>,
+    reserve: u64,
+    session_id: &str,
+) -> ChatRequest {
     let mut messages = Vec::with_capacity(input.len() + 2);
     messages.push(Message::system(prompt));
     let repaired = phosphor_prune::repair_tool_pairing(input);

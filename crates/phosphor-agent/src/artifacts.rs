@@ -42,8 +42,10 @@ const PATHS_KEYS: &[&str] = &["paths", "files", "file_paths"];
 /// Argument keys that hold a shell command.
 const COMMAND_KEYS: &[&str] = &["command", "cmd", "script", "shell"];
 /// Words in a tool's name that mean it changes files.
-const WRITE_WORDS: &[&str] =
-    &["write", "edit", "create", "patch", "apply", "replace", "delete", "remove", "move", "rename", "save", "insert"];
+const WRITE_WORDS: &[&str] = &[
+    "write", "edit", "create", "patch", "apply", "replace", "delete", "remove", "move", "rename", "save",
+    "insert",
+];
 
 /// What the folded history touched.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -134,7 +136,10 @@ impl ArtifactTrail {
 
     /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.files_read.is_empty() && self.files_written.is_empty() && self.commands.is_empty() && self.errors.is_empty()
+        self.files_read.is_empty()
+            && self.files_written.is_empty()
+            && self.commands.is_empty()
+            && self.errors.is_empty()
     }
 
     /// Every file, written ones first.
@@ -278,11 +283,17 @@ mod tests {
 
     #[test]
     fn render_and_parse_round_trip_and_merge_keeps_everything() {
-        let older = ArtifactTrail::collect(&[call("read_file", r#"{"path": "a.rs"}"#), call("run", r#"{"cmd": "make"}"#)]);
+        let older = ArtifactTrail::collect(&[
+            call("read_file", r#"{"path": "a.rs"}"#),
+            call("run", r#"{"cmd": "make"}"#),
+        ]);
         let text = format!("Some summary.\n\n{}", older.render());
         let mut parsed = ArtifactTrail::parse(&text);
         pretty_assertions::assert_eq!(parsed, older);
-        parsed.merge(ArtifactTrail::collect(&[call("write_file", r#"{"path": "a.rs"}"#), call("run", r#"{"cmd": "make"}"#)]));
+        parsed.merge(ArtifactTrail::collect(&[
+            call("write_file", r#"{"path": "a.rs"}"#),
+            call("run", r#"{"cmd": "make"}"#),
+        ]));
         assert_eq!(parsed.files_written, ["a.rs".to_owned()].into());
         assert!(parsed.files_read.is_empty());
         assert_eq!(parsed.commands, vec!["make".to_owned()]);

@@ -40,7 +40,9 @@ mod error;
 mod events;
 mod tool;
 
-pub use agent::{AgentSettings, CompactionReport, Models, SUMMARY_PREFIX, SessionAgent, TokenStatus, TurnOutcome};
+pub use agent::{
+    AgentSettings, CompactionReport, Models, SUMMARY_PREFIX, SessionAgent, TokenStatus, TurnOutcome,
+};
 pub use artifacts::ArtifactTrail;
 pub use error::{AgentError, Result};
 pub use events::{AgentEvent, CompactionReason, EventSender};

@@ -50,7 +50,8 @@ fn check(requests: &[RecordedRequest]) -> Vec<Vec<phosphor_core::Message>> {
         .enumerate()
         .map(|(i, request)| {
             let messages = request.body["messages"].as_array().expect("messages array");
-            let parsed = phosphor_core::openai::from_openai(messages).expect("the request is valid OpenAI JSON");
+            let parsed =
+                phosphor_core::openai::from_openai(messages).expect("the request is valid OpenAI JSON");
             if let Err(violation) = phosphor_prune::check_tool_pairing(&parsed) {
                 panic!("request #{i} breaks tool pairing: {violation:?}\n{:#}", request.body);
             }
@@ -71,7 +72,10 @@ fn read_turn(i: usize) -> [MockResponse; 2] {
 async fn a_long_session_over_http_compacts_and_continues_from_the_summary() {
     let mut script: Vec<MockResponse> = (0..4).flat_map(read_turn).collect();
     // The fifth prompt crosses the threshold: the summary streams, then the answer.
-    script.push(sse_text(&["## Goal\n", "Read the modules.\n", "## Next steps\n", "Report."], Some((1500, 40))));
+    script.push(sse_text(
+        &["## Goal\n", "Read the modules.\n", "## Next steps\n", "Report."],
+        Some((1500, 40)),
+    ));
     script.push(sse_text(&["Here is the report."], Some((700, 9))));
     // The next turn is rejected as too long by the server: compact once, retry once.
     script.push(phosphor_testkit::error_fixture("openai_context_length_exceeded").response());

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use phosphor_agent::{
-    AgentError, AgentEvent, ArtifactTrail, CompactionReason, Models, SUMMARY_PREFIX, SessionAgent, Tool, ToolOutput,
+    AgentError, AgentEvent, ArtifactTrail, CompactionReason, Models, SUMMARY_PREFIX, SessionAgent, Tool,
+    ToolOutput,
 };
 use phosphor_core::config::{Options, SummarizeModel};
 use phosphor_core::{
@@ -168,11 +169,8 @@ async fn threshold_trigger_follows_the_spec_steps_and_keeps_the_new_prompt_verba
     let requests = h.model.requests();
     check_requests(&requests);
     let summarize = &requests[requests.len() - 2];
-    let tool_outputs: Vec<&str> = summarize
-        .messages
-        .iter()
-        .flat_map(|m| m.tool_results().map(|r| r.content.as_str()))
-        .collect();
+    let tool_outputs: Vec<&str> =
+        summarize.messages.iter().flat_map(|m| m.tool_results().map(|r| r.content.as_str())).collect();
     assert_eq!(tool_outputs.len(), 4);
     for output in tool_outputs {
         assert!(output.ends_with("\n... [truncated]"), "{output}");
@@ -180,7 +178,10 @@ async fn threshold_trigger_follows_the_spec_steps_and_keeps_the_new_prompt_verba
     }
     assert!(!summarize.messages.iter().any(|m| m.text_content().contains("Now summarize what you learned")));
     // Step 3: the prompt comes from the default profile.
-    assert!(summarize.messages[0].text_content().contains("src/file3.rs"), "files must be listed in the prompt");
+    assert!(
+        summarize.messages[0].text_content().contains("src/file3.rs"),
+        "files must be listed in the prompt"
+    );
 
     // Steps 4, 6, 7: the summary message, the pointer, the token fields.
     let session = h.store.session(&h.session).await.unwrap().unwrap();
@@ -317,7 +318,11 @@ async fn summarizer_overflow_retries_with_aggressive_pruning() {
 #[tokio::test]
 async fn the_ladder_sheds_down_to_old_turns_and_then_gives_up_cleanly() {
     let overflow = || {
-        vec![Err(Error::ContextOverflow { message: "too long".into(), requested_tokens: None, limit_tokens: None })]
+        vec![Err(Error::ContextOverflow {
+            message: "too long".into(),
+            requested_tokens: None,
+            limit_tokens: None,
+        })]
     };
     let mut scripts = fill_scripts(3);
     scripts.extend((0..10).map(|_| overflow()));
@@ -338,7 +343,11 @@ async fn the_ladder_sheds_down_to_old_turns_and_then_gives_up_cleanly() {
 #[tokio::test]
 async fn a_rejected_main_request_compacts_once_and_retries_once() {
     let mut scripts = fill_scripts(2);
-    scripts.push(vec![Err(Error::ContextOverflow { message: "too long".into(), requested_tokens: None, limit_tokens: None })]);
+    scripts.push(vec![Err(Error::ContextOverflow {
+        message: "too long".into(),
+        requested_tokens: None,
+        limit_tokens: None,
+    })]);
     scripts.push(text_turn("Summary.", None));
     scripts.push(text_turn("Answer.", None));
     let h = harness(ScriptedModel::new(scripts), Options::default()).await;
@@ -351,9 +360,17 @@ async fn a_rejected_main_request_compacts_once_and_retries_once() {
 
     // A second rejection in the same turn stops with an error instead of looping.
     let mut scripts = fill_scripts(1);
-    scripts.push(vec![Err(Error::ContextOverflow { message: "too long".into(), requested_tokens: None, limit_tokens: None })]);
+    scripts.push(vec![Err(Error::ContextOverflow {
+        message: "too long".into(),
+        requested_tokens: None,
+        limit_tokens: None,
+    })]);
     scripts.push(text_turn("Summary.", None));
-    scripts.push(vec![Err(Error::ContextOverflow { message: "too long".into(), requested_tokens: None, limit_tokens: None })]);
+    scripts.push(vec![Err(Error::ContextOverflow {
+        message: "too long".into(),
+        requested_tokens: None,
+        limit_tokens: None,
+    })]);
     let h = harness(ScriptedModel::new(scripts), Options::default()).await;
     fill(&h, 1).await;
     let err = h.agent.run_turn(&h.session, "Go on.", None).await.unwrap_err();
@@ -379,13 +396,18 @@ async fn never_more_than_one_compaction_per_turn() {
     let events = collect(&mut rx);
     let compactions = events.iter().filter(|e| matches!(e, AgentEvent::CompactionStarted { .. })).count();
     assert_eq!(compactions, 1);
-    assert!(events.iter().any(|e| matches!(e, AgentEvent::Warning { message } if message.contains("after compaction"))));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Warning { message } if message.contains("after compaction")))
+    );
 }
 
 #[tokio::test]
 async fn prompts_sent_while_a_summary_streams_are_all_answered_in_order() {
     let mut scripts = fill_scripts(2);
-    let slow_summary: Vec<_> = (0..10).map(|i| Ok(StreamEvent::TextDelta { text: format!("part {i}. ") })).collect();
+    let slow_summary: Vec<_> =
+        (0..10).map(|i| Ok(StreamEvent::TextDelta { text: format!("part {i}. ") })).collect();
     scripts.push(slow_summary);
     for answer in ["first", "second", "third"] {
         scripts.push(text_turn(answer, None));
@@ -510,7 +532,8 @@ async fn recent_turns_are_kept_verbatim_after_the_summary() {
 #[tokio::test]
 async fn manual_compaction_passes_custom_instructions_and_small_model_routing_works() {
     let large = Arc::new(ScriptedModel::new(fill_scripts(1)));
-    let small = Arc::new(ScriptedModel::new(vec![text_turn("Small summary.", None)]).with_info(info(32_000, 1000)));
+    let small =
+        Arc::new(ScriptedModel::new(vec![text_turn("Small summary.", None)]).with_info(info(32_000, 1000)));
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
     let models = Models { large: large.clone(), small: Some(small.clone()), embedded: None };
     let options = Options { summarize_model: SummarizeModel::Small, ..Options::default() };
@@ -536,17 +559,25 @@ async fn interrupted_tool_calls_get_synthetic_results_in_the_next_request() {
     #[async_trait]
     impl Tool for Slow {
         fn spec(&self) -> ToolSpec {
-            ToolSpec { name: "slow".into(), description: "never returns in time".into(), parameters: serde_json::json!({}) }
+            ToolSpec {
+                name: "slow".into(),
+                description: "never returns in time".into(),
+                parameters: serde_json::json!({}),
+            }
         }
         async fn call(&self, _: serde_json::Value) -> ToolOutput {
             tokio::time::sleep(Duration::from_secs(60)).await;
             ToolOutput::ok("late")
         }
     }
-    let model = ScriptedModel::new(vec![tool_calls_turn(&[("c1", "slow", "{}")], None), text_turn("Recovered.", None)]);
+    let model = ScriptedModel::new(vec![
+        tool_calls_turn(&[("c1", "slow", "{}")], None),
+        text_turn("Recovered.", None),
+    ]);
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
     let model = Arc::new(model);
-    let agent = SessionAgent::new(store.clone(), Models::new(model.clone()), Options::default()).with_tool(Arc::new(Slow));
+    let agent = SessionAgent::new(store.clone(), Models::new(model.clone()), Options::default())
+        .with_tool(Arc::new(Slow));
     let session = agent.create_session("t").await.unwrap().id;
     let turn = agent.run_turn(&session, "call slow", None);
     assert!(tokio::time::timeout(Duration::from_millis(200), turn).await.is_err());
@@ -561,7 +592,6 @@ async fn interrupted_tool_calls_get_synthetic_results_in_the_next_request() {
     let _ = (FinishReason::Stop, Part::Text { text: String::new() });
 }
 
-
 #[tokio::test]
 async fn a_file_database_survives_a_restart_and_the_new_agent_continues_from_the_summary() {
     let dir = tempfile::tempdir().unwrap();
@@ -570,8 +600,12 @@ async fn a_file_database_survives_a_restart_and_the_new_agent_continues_from_the
     scripts.push(text_turn("Summary before the restart.", None));
     let session = {
         let store = Arc::new(SqliteStore::open(&path).await.unwrap());
-        let agent = SessionAgent::new(store.clone(), Models::new(Arc::new(ScriptedModel::new(scripts))), Options::default())
-            .with_tool(Arc::new(ReadFile));
+        let agent = SessionAgent::new(
+            store.clone(),
+            Models::new(Arc::new(ScriptedModel::new(scripts))),
+            Options::default(),
+        )
+        .with_tool(Arc::new(ReadFile));
         let session = agent.create_session("").await.unwrap().id;
         for i in 0..2 {
             agent.run_turn(&session, format!("Please read file number {i}"), None).await.unwrap();

@@ -49,7 +49,10 @@ async fn turns_model_calls_and_compactions_have_spans_with_gen_ai_attributes() {
     let spans = Spans::default();
     let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
     let usage = |i, o| Some(Usage { input_tokens: i, output_tokens: o, ..Usage::default() });
-    let model = Arc::new(ScriptedModel::new(vec![text_turn("Hello.", usage(42, 3)), text_turn("Summary.", usage(60, 7))]));
+    let model = Arc::new(ScriptedModel::new(vec![
+        text_turn("Hello.", usage(42, 3)),
+        text_turn("Summary.", usage(60, 7)),
+    ]));
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
     let agent = SessionAgent::new(store, Models::new(model), Options::default());
     let session = agent.create_session("t").await.unwrap().id;

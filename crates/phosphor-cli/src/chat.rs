@@ -198,7 +198,9 @@ impl Chat<'_> {
             None => None,
         };
         match summary {
-            Some(summary) => self.renderer.line(&format!("── summary ──\n{}", summary.text_content().trim_end()))?,
+            Some(summary) => {
+                self.renderer.line(&format!("── summary ──\n{}", summary.text_content().trim_end()))?
+            }
             None => self.renderer.line("no summary yet: this session has not been compacted")?,
         }
         Ok(())
@@ -212,12 +214,15 @@ impl Chat<'_> {
         let (events, mut received) = unbounded_channel();
         let renderer = &mut self.renderer;
         let mut failure_shown = false;
-        let result =
-            session::drive(self.setup.agent.compact(&id, instructions, Some(&events)), &mut received, |event| {
+        let result = session::drive(
+            self.setup.agent.compact(&id, instructions, Some(&events)),
+            &mut received,
+            |event| {
                 failure_shown |= matches!(event, phosphor_agent::AgentEvent::CompactionFailed { .. });
                 renderer.event(&event)
-            })
-            .await;
+            },
+        )
+        .await;
         match result {
             Ok(Some(_)) => {}
             Ok(None) => self.renderer.line("^C compaction cancelled; the session is unchanged")?,

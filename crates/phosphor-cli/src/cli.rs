@@ -178,8 +178,10 @@ mod tests {
 
     #[test]
     fn global_flags_are_accepted_before_and_after_the_command() {
-        let cli = Cli::try_parse_from(["phosphor", "--db", "a.db", "-vv", "sessions", "list", "--config", "c.json"])
-            .unwrap();
+        let cli = Cli::try_parse_from([
+            "phosphor", "--db", "a.db", "-vv", "sessions", "list", "--config", "c.json",
+        ])
+        .unwrap();
         assert_eq!(cli.db, Some(PathBuf::from("a.db")));
         assert_eq!(cli.config, Some(PathBuf::from("c.json")));
         assert_eq!(cli.verbose, 2);
@@ -188,14 +190,15 @@ mod tests {
 
     #[test]
     fn session_and_continue_exclude_each_other() {
-        let error = Cli::try_parse_from(["phosphor", "run", "--session", "x", "--continue", "hi"]).unwrap_err();
+        let error =
+            Cli::try_parse_from(["phosphor", "run", "--session", "x", "--continue", "hi"]).unwrap_err();
         assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
     }
 
     #[test]
     fn context_window_needs_dry_run() {
-        let error =
-            Cli::try_parse_from(["phosphor", "compact", "-i", "t.json", "--context-window", "10"]).unwrap_err();
+        let error = Cli::try_parse_from(["phosphor", "compact", "-i", "t.json", "--context-window", "10"])
+            .unwrap_err();
         assert_eq!(error.kind(), clap::error::ErrorKind::MissingRequiredArgument);
     }
 }

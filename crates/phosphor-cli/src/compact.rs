@@ -117,7 +117,10 @@ async fn import(store: &SqliteStore, session: &Session, messages: &[Message]) ->
         stored.summarized_until = None;
         if stored.is_summary && index == 0 {
             let text = stored.text_content();
-            stored = Message { parts: Message::assistant(text.strip_prefix(SUMMARY_PREFIX).unwrap_or(&text)).parts, ..stored };
+            stored = Message {
+                parts: Message::assistant(text.strip_prefix(SUMMARY_PREFIX).unwrap_or(&text)).parts,
+                ..stored
+            };
             summary_id = Some(stored.id.clone());
         } else {
             stored.is_summary = false;
@@ -133,7 +136,12 @@ async fn import(store: &SqliteStore, session: &Session, messages: &[Message]) ->
 }
 
 /// The `--dry-run` report: tokens as read and after each pruning, and whether compaction would trigger.
-pub fn dry_run(transcript: &Transcript, source: &str, config: &Config, window_override: Option<u64>) -> String {
+pub fn dry_run(
+    transcript: &Transcript,
+    source: &str,
+    config: &Config,
+    window_override: Option<u64>,
+) -> String {
     let options: &Options = &config.options;
     let messages = &transcript.messages;
     let counter = ApproxCounter;
@@ -145,7 +153,8 @@ pub fn dry_run(transcript: &Transcript, source: &str, config: &Config, window_ov
         Layout::Lines => "JSON lines",
     };
     let standard = phosphor_prune::prune(messages, options.summarize_tool_output_chars, &counter);
-    let aggressive = phosphor_prune::prune(messages, options.summarize_tool_output_aggressive_chars, &counter);
+    let aggressive =
+        phosphor_prune::prune(messages, options.summarize_tool_output_aggressive_chars, &counter);
     let before = standard.tokens_before + REQUEST_OVERHEAD_TOKENS;
     let mut out = format!(
         "{source}: {} messages ({systems} system), {results} tool results, {layout}\n\
@@ -161,7 +170,10 @@ pub fn dry_run(transcript: &Transcript, source: &str, config: &Config, window_ov
             Some(standard.truncated_results),
         ),
         (
-            format!("aggressive pruning ({} chars per tool output)", options.summarize_tool_output_aggressive_chars),
+            format!(
+                "aggressive pruning ({} chars per tool output)",
+                options.summarize_tool_output_aggressive_chars
+            ),
             aggressive.tokens_after + REQUEST_OVERHEAD_TOKENS,
             Some(aggressive.truncated_results),
         ),
@@ -187,7 +199,9 @@ pub fn dry_run(transcript: &Transcript, source: &str, config: &Config, window_ov
             model.map_or(DEFAULT_MAX_OUTPUT_TOKENS, |m| m.max_output_tokens),
             "given with --context-window".to_owned(),
         ),
-        (None, Some(model)) => (model.context_window, model.max_output_tokens, format!("models.large, {}", model.model)),
+        (None, Some(model)) => {
+            (model.context_window, model.max_output_tokens, format!("models.large, {}", model.model))
+        }
         (None, None) => {
             out.push_str(
                 "compaction: cannot tell: no models.large is configured; pass --context-window TOKENS to check the \
@@ -219,7 +233,10 @@ pub fn dry_run(transcript: &Transcript, source: &str, config: &Config, window_ov
     } else if options.disable_auto_summarize {
         format!("would not trigger: {percent:.1}% of the window, and options.disable_auto_summarize is on")
     } else if percent / 100.0 >= threshold {
-        format!("would trigger: {percent:.1}% of the window is at or above the {:.0}% threshold", threshold * 100.0)
+        format!(
+            "would trigger: {percent:.1}% of the window is at or above the {:.0}% threshold",
+            threshold * 100.0
+        )
     } else {
         format!(
             "would not trigger: {percent:.1}% of the window, below the {:.0}% threshold ({} tokens to go)",
@@ -278,10 +295,19 @@ mod tests {
              compaction: would not trigger: 1.0% of the window, below the 80% threshold (78,963 tokens to go)\n"
         );
         let report = dry_run(&transcript, "t.json", &with_window(1_200), None);
-        assert!(report.ends_with("compaction: would trigger: 86.4% of the window is at or above the 80% threshold\n"), "{report}");
+        assert!(
+            report.ends_with(
+                "compaction: would trigger: 86.4% of the window is at or above the 80% threshold\n"
+            ),
+            "{report}"
+        );
         let report = dry_run(&transcript, "t.json", &with_window(100_000), Some(1_000));
         assert!(report.contains("window: 1,000 tokens (given with --context-window)"), "{report}");
-        assert!(report.ends_with("compaction: would trigger: 1,037 tokens exceed the window (forced, overflow)\n"), "{report}");
+        assert!(
+            report
+                .ends_with("compaction: would trigger: 1,037 tokens exceed the window (forced, overflow)\n"),
+            "{report}"
+        );
         let report = dry_run(&transcript, "t.json", &config("{}"), None);
         assert!(report.ends_with("pass --context-window TOKENS to check the threshold\n"), "{report}");
     }
@@ -291,13 +317,24 @@ mod tests {
         let store = SqliteStore::in_memory().await.unwrap();
         let session = Session::new("s", "t", 0);
         store.create_session(&session).await.unwrap();
-        let summary = summary_for_transcript(&Message { is_summary: true, ..Message::assistant("## Goal\nShip.") }, true);
-        let messages = vec![summary, Message::user("next"), Message { is_summary: true, ..Message::user("not a summary") }];
+        let summary = summary_for_transcript(
+            &Message { is_summary: true, ..Message::assistant("## Goal\nShip.") },
+            true,
+        );
+        let messages = vec![
+            summary,
+            Message::user("next"),
+            Message { is_summary: true, ..Message::user("not a summary") },
+        ];
         import(&store, &session, &messages).await.unwrap();
         let history = store.history("s").await.unwrap();
         assert_eq!(
             history.iter().map(|m| (m.is_summary, m.text_content())).collect::<Vec<_>>(),
-            [(true, "## Goal\nShip.".to_owned()), (false, "next".to_owned()), (false, "not a summary".to_owned())]
+            [
+                (true, "## Goal\nShip.".to_owned()),
+                (false, "next".to_owned()),
+                (false, "not a summary".to_owned())
+            ]
         );
     }
 }

@@ -15,7 +15,11 @@ pub fn load(workspace: &Path, explicit: Option<&Path>) -> Result<LoadedConfig> {
 
 /// The report `config check` prints for the files `sources` found for `workspace`; `Err` when the
 /// configuration does not load. `env` reads environment variables (to check API keys are set).
-pub fn check(sources: &ConfigSources, workspace: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<String> {
+pub fn check(
+    sources: &ConfigSources,
+    workspace: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String> {
     let mut out = String::from("configuration files, lowest precedence first:\n");
     let global = config::global_config_path();
     let tiers = [
@@ -145,16 +149,23 @@ mod tests {
         assert!(report.contains(&format!("  workspace  {path}\n")), "{report}");
         assert!(report.contains(&format!("  {path}: options.profile_x: unknown key, ignored\n")), "{report}");
         assert!(report.contains("the environment variable LOCAL_KEY is not set"), "{report}");
-        let line = |key: &str| report.lines().find(|l| l.trim_start().starts_with(&format!("{key} ="))).unwrap().to_owned();
+        let line = |key: &str| {
+            report.lines().find(|l| l.trim_start().starts_with(&format!("{key} ="))).unwrap().to_owned()
+        };
         let threshold = line("options.summarize_threshold");
         assert!(threshold.starts_with("  options.summarize_threshold = 0.5 "), "{threshold}");
         assert!(threshold.ends_with(&format!("  <- {path}")), "{threshold}");
-        assert!(line("options.summarize_model").ends_with("<- default"), "{}", line("options.summarize_model"));
+        assert!(
+            line("options.summarize_model").ends_with("<- default"),
+            "{}",
+            line("options.summarize_model")
+        );
         assert!(line("models.large.context_window").ends_with(&format!("<- {path}")));
         assert!(line("models.large.max_output_tokens").ends_with("<- default"));
         assert!(report.ends_with("ok\n"));
         // With the key set, the note goes away.
-        let report = check(&sources, dir.path(), &|var| (var == "LOCAL_KEY").then(|| "k".to_owned())).unwrap();
+        let report =
+            check(&sources, dir.path(), &|var| (var == "LOCAL_KEY").then(|| "k".to_owned())).unwrap();
         assert!(!report.contains("LOCAL_KEY is not set"), "{report}");
     }
 
@@ -167,7 +178,10 @@ mod tests {
         let error = check(&sources, dir.path(), &|_| None).unwrap_err();
         assert_eq!(
             error.to_string(),
-            format!("{}: options.summarize_threshold: 1.5 is out of range; allowed: a number > 0 and <= 1", file.display())
+            format!(
+                "{}: options.summarize_threshold: 1.5 is out of range; allowed: a number > 0 and <= 1",
+                file.display()
+            )
         );
     }
 }

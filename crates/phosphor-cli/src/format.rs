@@ -49,7 +49,9 @@ mod tests {
 
     #[test]
     fn thousands_groups_digits() {
-        for (n, expected) in [(0, "0"), (999, "999"), (1000, "1,000"), (91_234, "91,234"), (1_047_576, "1,047,576")] {
+        for (n, expected) in
+            [(0, "0"), (999, "999"), (1000, "1,000"), (91_234, "91,234"), (1_047_576, "1,047,576")]
+        {
             assert_eq!(thousands(n), expected);
         }
     }

@@ -16,6 +16,14 @@
 //! in `phosphor.json` (`providers` and `models.large`, optionally `models.small`); the embedded
 //! engine is not part of this build.
 //!
+//! `chat` and `run` give the model three read-only tools confined to the workspace directory
+//! (`--workspace`, default the current directory): `read_file`, `list_dir` and `search_text`. Paths
+//! that leave it (`..`, absolute paths elsewhere, symlinks pointing out) get an error result; nothing
+//! is ever written.
+//!
+//! Not in this build: the embedded engine (`summarize_model: "embedded"`, `--model-path`,
+//! `phosphor models pull|list`) and OTLP export.
+//!
 //! # Exit codes
 //!
 //! | Code | Meaning                                                                      |
@@ -107,7 +115,10 @@ fn main() -> ExitCode {
 /// Prints `error: ...` (and the causes with `-v`) and picks the exit code.
 fn report(err: &anyhow::Error, verbose: u8) -> ExitCode {
     let _ = io::stdout().flush();
-    if err.chain().any(|cause| cause.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)) {
+    if err
+        .chain()
+        .any(|cause| cause.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
+    {
         // The reader went away (`phosphor sessions export ID | head`): not an error.
         return ExitCode::SUCCESS;
     }
@@ -156,15 +167,23 @@ async fn dispatch(cli: Cli) -> Result<()> {
             let report = config_check::check(&sources, &globals.workspace, &|var| std::env::var(var).ok())?;
             print_out(&report)
         }
-        Command::Profiles(ProfilesCommand::List) => print_out(&profiles::list(&Profiles::discover(&globals.workspace))),
+        Command::Profiles(ProfilesCommand::List) => {
+            print_out(&profiles::list(&Profiles::discover(&globals.workspace)))
+        }
         Command::Profiles(ProfilesCommand::Check { name }) => {
             let configured = match &name {
                 Some(_) => String::new(),
-                None => config_check::load(&globals.workspace, globals.config.as_deref())?.config.options.profile,
+                None => {
+                    config_check::load(&globals.workspace, globals.config.as_deref())?.config.options.profile
+                }
             };
             let mut out = String::new();
-            let result =
-                profiles::check(&Profiles::discover(&globals.workspace), name.as_deref(), &configured, &mut out);
+            let result = profiles::check(
+                &Profiles::discover(&globals.workspace),
+                name.as_deref(),
+                &configured,
+                &mut out,
+            );
             print_out(&out)?;
             result
         }
@@ -183,7 +202,9 @@ async fn sessions_command(globals: &Globals, command: SessionsCommand) -> Result
         SessionsCommand::Export { id, jsonl, output } => {
             let text = sessions::export(&store, &id, jsonl).await;
             match (text, output) {
-                (Ok(text), Some(path)) => transcript::write_output(Some(&path), &text).map(|()| String::new()),
+                (Ok(text), Some(path)) => {
+                    transcript::write_output(Some(&path), &text).map(|()| String::new())
+                }
                 (text, _) => text,
             }
         }

@@ -51,9 +51,14 @@ pub fn build(config: &Config, purpose: Purpose) -> Result<Models> {
 
 fn remote(config: &Config, model: &ModelConfig) -> Result<Arc<dyn ChatModel>> {
     let provider = config.providers.get(&model.provider).ok_or_else(|| {
-        anyhow!("model {} names the provider {:?}, which is not configured in providers", model.model, model.provider)
+        anyhow!(
+            "model {} names the provider {:?}, which is not configured in providers",
+            model.model,
+            model.provider
+        )
     })?;
-    let built = OpenAiModel::new(&model.provider, provider, model).map_err(|err| anyhow!("model {}: {err}", model.model))?;
+    let built = OpenAiModel::new(&model.provider, provider, model)
+        .map_err(|err| anyhow!("model {}: {err}", model.model))?;
     Ok(Arc::new(built))
 }
 
@@ -79,7 +84,11 @@ mod tests {
     #[test]
     fn no_model_is_a_clear_error_with_a_snippet() {
         let message = error("{}", Purpose::Turns);
-        assert!(message.starts_with("no model is configured, and the embedded engine is not available in this build"));
+        assert!(
+            message.starts_with(
+                "no model is configured, and the embedded engine is not available in this build"
+            )
+        );
         assert!(message.ends_with(MINIMAL_CONFIG));
         assert!(!message.contains('\n'));
         // The snippet is a valid configuration.
@@ -99,7 +108,10 @@ mod tests {
             r#"{{ {PROVIDER}, "options": {{ "summarize_model": "small" }},
                  "models": {{ "large": {{ "provider": "local", "model": "m", "context_window": 100 }} }} }}"#
         );
-        assert!(error(&json, Purpose::Turns).starts_with("options.summarize_model is \"small\", but models.small"));
+        assert!(
+            error(&json, Purpose::Turns)
+                .starts_with("options.summarize_model is \"small\", but models.small")
+        );
     }
 
     #[test]

@@ -78,7 +78,13 @@ mod tests {
         assert_eq!(error.to_string(), "1 problem in the profile templates");
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 3, "{out}");
-        assert!(lines[0].starts_with(&format!("broken: workspace template {}", fs::canonicalize(path("broken")).unwrap().display())), "{out}");
+        assert!(
+            lines[0].starts_with(&format!(
+                "broken: workspace template {}",
+                fs::canonicalize(path("broken")).unwrap().display()
+            )),
+            "{out}"
+        );
         assert_eq!(&lines[1..], ["terse: ok", "default: ok"]);
     }
 }

@@ -42,9 +42,14 @@ impl Renderer {
                 thousands(*tokens_before),
                 reason_text(*reason)
             )),
-            AgentEvent::CompactionFinished { model, tokens_before, tokens_after, duration_ms, shed_level, .. } => {
-                self.line(&compacted_line(model, *tokens_before, *tokens_after, *duration_ms, *shed_level))
-            }
+            AgentEvent::CompactionFinished {
+                model,
+                tokens_before,
+                tokens_after,
+                duration_ms,
+                shed_level,
+                ..
+            } => self.line(&compacted_line(model, *tokens_before, *tokens_after, *duration_ms, *shed_level)),
             AgentEvent::CompactionFailed { error } => self.line(&format!("⟳ compaction failed: {error}")),
             AgentEvent::Warning { message } => self.line(&format!("warning: {message}")),
             AgentEvent::TurnFinished { .. } => self.end_line(),
@@ -98,7 +103,8 @@ pub fn compacted_line(model: &str, before: u64, after: u64, duration_ms: u64, sh
 /// `→ read_file src/lib.rs`: the tool and its main argument.
 pub fn tool_call_line(call: &ToolCall) -> String {
     let arguments: Option<Value> = serde_json::from_str(&call.arguments).ok();
-    let field = |name: &str| arguments.as_ref().and_then(|a| a.get(name)).and_then(Value::as_str).map(str::to_owned);
+    let field =
+        |name: &str| arguments.as_ref().and_then(|a| a.get(name)).and_then(Value::as_str).map(str::to_owned);
     let shown = match (call.name.as_str(), field("pattern"), field("path")) {
         ("search_text", Some(pattern), Some(path)) => format!("{pattern:?} in {path}"),
         ("search_text", Some(pattern), None) => format!("{pattern:?}"),
@@ -152,8 +158,17 @@ mod tests {
             AgentEvent::TextDelta { text: "Let me ".into() },
             AgentEvent::TextDelta { text: "look.".into() },
             AgentEvent::ToolCall(call("read_file", r#"{"path":"src/lib.rs"}"#)),
-            AgentEvent::ToolResult(ToolResult { call_id: "c".into(), name: "read_file".into(), content: "a\nb\nc".into(), is_error: false }),
-            AgentEvent::CompactionStarted { reason: CompactionReason::Threshold, model: "mini".into(), tokens_before: 91_234 },
+            AgentEvent::ToolResult(ToolResult {
+                call_id: "c".into(),
+                name: "read_file".into(),
+                content: "a\nb\nc".into(),
+                is_error: false,
+            }),
+            AgentEvent::CompactionStarted {
+                reason: CompactionReason::Threshold,
+                model: "mini".into(),
+                tokens_before: 91_234,
+            },
             AgentEvent::CompactionFinished {
                 summary_message_id: "s".into(),
                 model: "gpt-4.1-mini".into(),
@@ -177,10 +192,18 @@ mod tests {
 
     #[test]
     fn tool_lines_show_the_main_argument() {
-        assert_eq!(tool_call_line(&call("search_text", r#"{"pattern":"fn main","path":"src"}"#)), "→ search_text \"fn main\" in src");
+        assert_eq!(
+            tool_call_line(&call("search_text", r#"{"pattern":"fn main","path":"src"}"#)),
+            "→ search_text \"fn main\" in src"
+        );
         assert_eq!(tool_call_line(&call("list_dir", "{}")), "→ list_dir");
         assert_eq!(tool_call_line(&call("bash", r#"{"cmd":"make"}"#)), r#"→ bash {"cmd":"make"}"#);
-        let error = ToolResult { call_id: "c".into(), name: "x".into(), content: "error: ../x leaves the workspace".into(), is_error: true };
+        let error = ToolResult {
+            call_id: "c".into(),
+            name: "x".into(),
+            content: "error: ../x leaves the workspace".into(),
+            is_error: true,
+        };
         assert_eq!(tool_result_line(&error), "← error: ../x leaves the workspace");
     }
 }

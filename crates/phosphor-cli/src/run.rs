@@ -15,8 +15,13 @@ pub async fn run(globals: &Globals, args: RunArgs) -> Result<()> {
     let prompt = match args.prompt.clone() {
         Some(prompt) => prompt,
         None => {
+            if io::stdin().is_terminal() {
+                eprintln!("reading the prompt from stdin; end it with Ctrl-D");
+            }
             let mut prompt = String::new();
-            io::stdin().read_to_string(&mut prompt).map_err(|err| anyhow!("reading the prompt from stdin: {err}"))?;
+            io::stdin()
+                .read_to_string(&mut prompt)
+                .map_err(|err| anyhow!("reading the prompt from stdin: {err}"))?;
             // `echo question | phosphor run`: the final newline is not part of the question.
             prompt.trim_end_matches(['\n', '\r']).to_owned()
         }

@@ -19,8 +19,9 @@ const TOOL_OUTPUT_LINES: usize = 12;
 pub fn db_path(db: Option<&Path>) -> Result<PathBuf> {
     match db {
         Some(path) => Ok(path.to_path_buf()),
-        None => SqliteStore::default_path()
-            .ok_or_else(|| anyhow!("this platform has no local data directory for the session database; pass --db PATH")),
+        None => SqliteStore::default_path().ok_or_else(|| {
+            anyhow!("this platform has no local data directory for the session database; pass --db PATH")
+        }),
     }
 }
 
@@ -76,7 +77,10 @@ pub async fn list(store: &dyn SessionStore, db: &Path, json: bool, limit: usize)
         return Ok(format!("no sessions in {}\n", db.display()));
     }
     let id_width = sessions.iter().map(|s| s.id.len()).max().unwrap_or(2).max(2);
-    let mut out = format!("{:<id_width$}  {:<16}  {:>8}  {:>9}  {:<7}  TITLE\n", "ID", "UPDATED (UTC)", "MESSAGES", "TOKENS", "SUMMARY");
+    let mut out = format!(
+        "{:<id_width$}  {:<16}  {:>8}  {:>9}  {:<7}  TITLE\n",
+        "ID", "UPDATED (UTC)", "MESSAGES", "TOKENS", "SUMMARY"
+    );
     for (session, count) in sessions.iter().zip(&counts) {
         let _ = writeln!(
             out,
@@ -153,7 +157,9 @@ fn render_message(out: &mut String, message: &Message, note: Option<&str>) {
             role => role.as_str().to_owned(),
         }
     };
-    if let Some(model) = message.model.as_deref().filter(|_| message.role == Role::Assistant && !message.is_summary) {
+    if let Some(model) =
+        message.model.as_deref().filter(|_| message.role == Role::Assistant && !message.is_summary)
+    {
         let _ = write!(header, " · {model}");
     }
     if let Some(note) = note {
@@ -219,7 +225,11 @@ mod tests {
         let mut session = Session::new("0190-aaaa", "Fix the test", 1_000);
         store.create_session(&session).await.unwrap();
         store.create_session(&Session::new("0190-bbbb", "Other", 2_000)).await.unwrap();
-        let call = ToolCall { id: "c1".into(), name: "read_file".into(), arguments: r#"{"path":"src/lib.rs"}"#.into() };
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "read_file".into(),
+            arguments: r#"{"path":"src/lib.rs"}"#.into(),
+        };
         let messages = [
             Message::user("Fix the failing test").with_id("m1"),
             Message::new(Role::Assistant, vec![Part::ToolCall(call)]).with_id("m2"),
@@ -290,7 +300,10 @@ mod tests {
         );
         // What was exported reads back as the same messages.
         let read = transcript::parse(&text, "export").unwrap().messages;
-        assert_eq!(read.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["m1", "m2", "m3", "m4", "m5", "m6"]);
+        assert_eq!(
+            read.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+            ["m1", "m2", "m3", "m4", "m5", "m6"]
+        );
         assert!(read[5].is_summary);
     }
 
@@ -305,9 +318,13 @@ mod tests {
              0190-bbbb  1970-01-01 00:00         0          0  no       Other\n\
              0190-aaaa  1970-01-01 00:00         6      1,234  yes      Fix the test\n"
         );
-        let json: serde_json::Value = serde_json::from_str(&list(&store, Path::new("x.db"), true, 1).await.unwrap()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&list(&store, Path::new("x.db"), true, 1).await.unwrap()).unwrap();
         assert_eq!(json[0]["id"], "0190-bbbb");
         assert_eq!(json[0]["message_count"], 0);
-        assert_eq!(list(&SqliteStore::in_memory().await.unwrap(), Path::new("x.db"), false, 20).await.unwrap(), "no sessions in x.db\n");
+        assert_eq!(
+            list(&SqliteStore::in_memory().await.unwrap(), Path::new("x.db"), false, 20).await.unwrap(),
+            "no sessions in x.db\n"
+        );
     }
 }

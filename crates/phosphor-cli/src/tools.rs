@@ -51,8 +51,8 @@ pub struct Workspace {
 impl Workspace {
     /// The workspace at `dir`, which must exist and be a directory.
     pub fn new(dir: &Path) -> anyhow::Result<Workspace> {
-        let root = fs::canonicalize(dir)
-            .map_err(|err| anyhow::anyhow!("workspace {}: {err}", dir.display()))?;
+        let root =
+            fs::canonicalize(dir).map_err(|err| anyhow::anyhow!("workspace {}: {err}", dir.display()))?;
         if !root.is_dir() {
             anyhow::bail!("workspace {}: not a directory", dir.display());
         }
@@ -68,7 +68,9 @@ impl Workspace {
     /// inside the workspace, or says why it cannot be used.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, String> {
         if path.is_empty() {
-            return Err("the path is empty; give a path relative to the workspace, e.g. \"src/lib.rs\"".to_owned());
+            return Err(
+                "the path is empty; give a path relative to the workspace, e.g. \"src/lib.rs\"".to_owned()
+            );
         }
         if path.contains('\0') {
             return Err(format!("the path {path:?} contains a NUL character"));
@@ -86,7 +88,10 @@ impl Workspace {
                 if lexically_inside(&joined, &self.root) {
                     Err(format!("{path}: no such file or directory in the workspace"))
                 } else {
-                    Err(format!("{path} leaves the workspace; only paths inside {} may be read", self.root.display()))
+                    Err(format!(
+                        "{path} leaves the workspace; only paths inside {} may be read",
+                        self.root.display()
+                    ))
                 }
             }
             Err(err) => Err(format!("{path}: {err}")),
@@ -104,7 +109,12 @@ impl Workspace {
 
     /// Lines of a text file, numbered: `offset` is the first line shown (1-based, default 1),
     /// `limit` how many (default [`DEFAULT_READ_LINES`]).
-    pub fn read_file(&self, path: &str, offset: Option<usize>, limit: Option<usize>) -> Result<String, String> {
+    pub fn read_file(
+        &self,
+        path: &str,
+        offset: Option<usize>,
+        limit: Option<usize>,
+    ) -> Result<String, String> {
         let resolved = self.resolve(path)?;
         let metadata = fs::metadata(&resolved).map_err(|err| format!("{path}: {err}"))?;
         if metadata.is_dir() {
@@ -127,7 +137,9 @@ impl Workspace {
         let offset = offset.unwrap_or(1);
         let limit = limit.unwrap_or(DEFAULT_READ_LINES);
         if offset == 0 || limit == 0 {
-            return Err("offset and limit start at 1 (offset is the first line to show, limit how many)".to_owned());
+            return Err(
+                "offset and limit start at 1 (offset is the first line to show, limit how many)".to_owned()
+            );
         }
         if total == 0 {
             return Ok(format!("({path} is empty)"));
@@ -146,11 +158,7 @@ impl Workspace {
             last = index + 1;
         }
         if last < total {
-            let _ = write!(
-                out,
-                "[lines {offset}-{last} of {total}; read on with offset {}]",
-                last + 1
-            );
+            let _ = write!(out, "[lines {offset}-{last} of {total}; read on with offset {}]", last + 1);
         }
         Ok(out.trim_end_matches('\n').to_owned())
     }
@@ -205,7 +213,8 @@ impl Workspace {
             Matcher::Substring(pattern.to_owned())
         };
         let start = self.resolve(path.unwrap_or("."))?;
-        let mut search = Search { workspace: self, matcher, out: String::new(), matches: 0, files: 0, stopped: None };
+        let mut search =
+            Search { workspace: self, matcher, out: String::new(), matches: 0, files: 0, stopped: None };
         let mut stack = vec![start.clone()];
         while let Some(current) = stack.pop() {
             if search.stopped.is_some() {
@@ -249,7 +258,10 @@ impl Workspace {
                 let _ = write!(out, "[stopped after {MAX_MATCHES} matches; narrow the pattern or the path]");
             }
             Some(Stop::Bytes) => {
-                let _ = write!(out, "[stopped at {MAX_OUTPUT_BYTES} bytes of output; narrow the pattern or the path]");
+                let _ = write!(
+                    out,
+                    "[stopped at {MAX_OUTPUT_BYTES} bytes of output; narrow the pattern or the path]"
+                );
             }
             Some(Stop::Files) => {
                 let _ = write!(out, "[stopped after {MAX_SEARCH_FILES} files; narrow the path]");
@@ -321,7 +333,11 @@ impl WorkspaceTool {
 
     /// Runs the tool (blocking file I/O): the output text, or why it failed.
     fn run(&self, arguments: Value) -> Result<String, String> {
-        fn parse<T: serde::de::DeserializeOwned>(name: &str, arguments: Value, expected: &str) -> Result<T, String> {
+        fn parse<T: serde::de::DeserializeOwned>(
+            name: &str,
+            arguments: Value,
+            expected: &str,
+        ) -> Result<T, String> {
             serde_json::from_value(arguments)
                 .map_err(|err| format!("invalid arguments for {name}: {err}; expected {expected}"))
         }
@@ -340,8 +356,11 @@ impl WorkspaceTool {
                 workspace.list_dir(args.path.as_deref().unwrap_or("."))
             }
             ToolKind::SearchText => {
-                let args: SearchTextArgs =
-                    parse("search_text", arguments, r#"{"pattern": string, "path"?: string, "regex"?: boolean}"#)?;
+                let args: SearchTextArgs = parse(
+                    "search_text",
+                    arguments,
+                    r#"{"pattern": string, "path"?: string, "regex"?: boolean}"#,
+                )?;
                 workspace.search_text(&args.pattern, args.path.as_deref(), args.regex)
             }
         }
@@ -452,7 +471,8 @@ impl Search<'_> {
             if !self.matcher.is_match(line) {
                 continue;
             }
-            let entry = format!("{shown}:{}: {}\n", index + 1, cut_line(line.trim_end(), MAX_MATCH_LINE_CHARS));
+            let entry =
+                format!("{shown}:{}: {}\n", index + 1, cut_line(line.trim_end(), MAX_MATCH_LINE_CHARS));
             if self.out.len() + entry.len() > MAX_OUTPUT_BYTES {
                 self.stopped = Some(Stop::Bytes);
                 return;
@@ -536,10 +556,7 @@ mod tests {
             f.workspace.read_file("src/lib.rs", Some(2), Some(1)),
             Ok("     2\t    42\n[lines 2-2 of 3; read on with offset 3]".to_owned())
         );
-        assert_eq!(
-            f.workspace.read_file("./src/../src/lib.rs", Some(3), None),
-            Ok("     3\t}".to_owned())
-        );
+        assert_eq!(f.workspace.read_file("./src/../src/lib.rs", Some(3), None), Ok("     3\t}".to_owned()));
         assert_eq!(
             f.workspace.read_file("src/lib.rs", Some(9), None),
             Err("offset 9 is past the end of src/lib.rs, which has 3 lines".to_owned())
@@ -595,7 +612,10 @@ mod tests {
         }
         // An absolute path inside the workspace is fine.
         let inside = f.workspace.root().join("README.md");
-        assert_eq!(f.workspace.read_file(inside.to_str().unwrap(), Some(2), None), Ok("     2\tThe answer is 42.".to_owned()));
+        assert_eq!(
+            f.workspace.read_file(inside.to_str().unwrap(), Some(2), None),
+            Ok("     2\tThe answer is 42.".to_owned())
+        );
     }
 
     #[cfg(unix)]
@@ -614,7 +634,10 @@ mod tests {
         let error = f.workspace.list_dir("up").unwrap_err();
         assert!(error.starts_with("up leaves the workspace"), "{error}");
         // A link that stays inside is followed.
-        assert_eq!(f.workspace.read_file("readme-link", Some(1), Some(1)), Ok("     1\t# Demo\n[lines 1-1 of 2; read on with offset 2]".to_owned()));
+        assert_eq!(
+            f.workspace.read_file("readme-link", Some(1), Some(1)),
+            Ok("     1\t# Demo\n[lines 1-1 of 2; read on with offset 2]".to_owned())
+        );
         // The search neither follows the directory link nor reads the escaping file link.
         assert_eq!(
             f.workspace.search_text("hunter2", None, false),
@@ -645,9 +668,18 @@ mod tests {
     #[test]
     fn search_text_finds_substrings_and_regexes_and_skips_hidden_and_build_dirs() {
         let f = fixture();
-        assert_eq!(f.workspace.search_text("42", None, false), Ok("README.md:2: The answer is 42.\nsrc/lib.rs:2:     42".to_owned()));
-        assert_eq!(f.workspace.search_text(r"fn \w+\(", Some("src"), true), Ok("src/lib.rs:1: pub fn answer() -> u32 {".to_owned()));
-        assert_eq!(f.workspace.search_text("answer", Some("README.md"), false), Ok("README.md:2: The answer is 42.".to_owned()));
+        assert_eq!(
+            f.workspace.search_text("42", None, false),
+            Ok("README.md:2: The answer is 42.\nsrc/lib.rs:2:     42".to_owned())
+        );
+        assert_eq!(
+            f.workspace.search_text(r"fn \w+\(", Some("src"), true),
+            Ok("src/lib.rs:1: pub fn answer() -> u32 {".to_owned())
+        );
+        assert_eq!(
+            f.workspace.search_text("answer", Some("README.md"), false),
+            Ok("README.md:2: The answer is 42.".to_owned())
+        );
         // A regex metacharacter is literal in substring mode.
         assert_eq!(
             f.workspace.search_text("answer(", None, false),
@@ -678,9 +710,15 @@ mod tests {
         let names: Vec<String> = tools.iter().map(|t| t.spec().name).collect();
         assert_eq!(names, ["read_file", "list_dir", "search_text"]);
         let (read, list, search) = (&tools[0], &tools[1], &tools[2]);
-        assert_eq!(read.call(json!({ "path": "src/lib.rs", "limit": 1 })).await, ToolOutput::ok("     1\tpub fn answer() -> u32 {\n[lines 1-1 of 3; read on with offset 2]"));
+        assert_eq!(
+            read.call(json!({ "path": "src/lib.rs", "limit": 1 })).await,
+            ToolOutput::ok("     1\tpub fn answer() -> u32 {\n[lines 1-1 of 3; read on with offset 2]")
+        );
         assert_eq!(list.call(json!({})).await, ToolOutput::ok(".git/\nREADME.md\nsrc/\ntarget/"));
-        assert_eq!(search.call(json!({ "pattern": "4[0-9]", "regex": true, "path": "src" })).await, ToolOutput::ok("src/lib.rs:2:     42"));
+        assert_eq!(
+            search.call(json!({ "pattern": "4[0-9]", "regex": true, "path": "src" })).await,
+            ToolOutput::ok("src/lib.rs:2:     42")
+        );
         assert_eq!(
             read.call(json!({ "file": "x" })).await,
             ToolOutput::error(
@@ -688,6 +726,9 @@ mod tests {
             )
         );
         let escaped = read.call(json!({ "path": "../secret.txt" })).await;
-        assert!(escaped.is_error && escaped.content.starts_with("error: ../secret.txt leaves the workspace"), "{escaped:?}");
+        assert!(
+            escaped.is_error && escaped.content.starts_with("error: ../secret.txt leaves the workspace"),
+            "{escaped:?}"
+        );
     }
 }

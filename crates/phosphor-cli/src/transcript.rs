@@ -122,8 +122,13 @@ mod tests {
         );
         let object = format!(r#"{{"model":"gpt-4.1","messages":[{user},{assistant}]}}"#);
         let transcript = parse(&object, "t").unwrap();
-        assert_eq!(transcript.layout, Layout::Object(Map::from_iter([("model".to_owned(), json!("gpt-4.1"))])));
-        let written: Value = serde_json::from_str(&render(to_openai(&transcript.messages), &transcript.layout).unwrap()).unwrap();
+        assert_eq!(
+            transcript.layout,
+            Layout::Object(Map::from_iter([("model".to_owned(), json!("gpt-4.1"))]))
+        );
+        let written: Value =
+            serde_json::from_str(&render(to_openai(&transcript.messages), &transcript.layout).unwrap())
+                .unwrap();
         assert_eq!(
             written,
             json!({ "model": "gpt-4.1", "messages": [{ "role": "user", "content": "hi" }, { "role": "assistant", "content": "hello" }] })

@@ -103,7 +103,13 @@ fn stderr(output: &Output) -> String {
 
 #[track_caller]
 fn assert_success(output: &Output) {
-    assert!(output.status.success(), "exit {:?}\nstdout:\n{}\nstderr:\n{}", output.status, stdout(output), stderr(output));
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        stdout(output),
+        stderr(output)
+    );
 }
 
 /// The `(role, content)` of each message a request sent.
@@ -140,13 +146,20 @@ async fn run_answers_on_stdout_and_stores_the_turn() {
     assert_eq!(messages[0].0, "system");
     assert!(messages[0].1.contains(&env.workspace().canonicalize().unwrap().display().to_string()));
     assert_eq!(messages[1..], [("user".to_owned(), "Say hello".to_owned())]);
-    let tools: Vec<&str> =
-        requests[0].body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(tools, ["read_file", "list_dir", "search_text"]);
 
     let sessions = sessions_json(&env);
     assert_eq!(sessions.as_array().unwrap().len(), 1);
-    assert_eq!((sessions[0]["title"].as_str(), sessions[0]["message_count"].as_u64()), (Some("Say hello"), Some(2)));
+    assert_eq!(
+        (sessions[0]["title"].as_str(), sessions[0]["message_count"].as_u64()),
+        (Some("Say hello"), Some(2))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -196,7 +209,8 @@ async fn run_json_prints_every_event_as_a_json_line() {
 
     let output = env.run(&["run", "--json", "hello"], "").await;
     assert_success(&output);
-    let events: Vec<Value> = stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let events: Vec<Value> =
+        stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["turn_started", "text_delta", "text_delta", "usage", "turn_finished"]);
     assert_eq!(events[1]["text"], "Hi");
@@ -234,7 +248,8 @@ async fn a_run_that_crosses_the_threshold_compacts_and_show_marks_the_summary() 
     let second = long_prompt("SECOND", 900);
     let output = env.run(&["run", "--json", "--continue", &second], "").await;
     assert_success(&output);
-    let events: Vec<Value> = stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let events: Vec<Value> =
+        stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     let finished = events.iter().find(|e| e["type"] == "compaction_finished").expect("a compaction");
     assert!(events.iter().any(|e| e["type"] == "compaction_started" && e["reason"] == "threshold"));
     assert!(finished["tokens_before"].as_u64().unwrap() >= 2_000, "{finished}");
@@ -305,11 +320,20 @@ async fn compact_dry_run_prints_the_numbers_without_calling_a_model() {
     let standard = phosphor_prune::prune(&messages, 200, &ApproxCounter);
     let aggressive = phosphor_prune::prune(&messages, 50, &ApproxCounter);
     let [before, after_standard, after_aggressive] =
-        [standard.tokens_before, standard.tokens_after, aggressive.tokens_after].map(|t| t + REQUEST_OVERHEAD_TOKENS);
+        [standard.tokens_before, standard.tokens_after, aggressive.tokens_after]
+            .map(|t| t + REQUEST_OVERHEAD_TOKENS);
     let report = stdout(&output);
     let lines: Vec<&str> = report.lines().collect();
-    assert_eq!(lines[0], format!("{}: 34 messages (1 system), 14 tool results, a JSON array", path.display()));
-    let numbers = |line: &str| line.split_whitespace().map(|w| w.replace(',', "")).filter_map(|w| w.parse::<u64>().ok()).collect::<Vec<_>>();
+    assert_eq!(
+        lines[0],
+        format!("{}: 34 messages (1 system), 14 tool results, a JSON array", path.display())
+    );
+    let numbers = |line: &str| {
+        line.split_whitespace()
+            .map(|w| w.replace(',', ""))
+            .filter_map(|w| w.parse::<u64>().ok())
+            .collect::<Vec<_>>()
+    };
     assert!(lines[2].trim_start().starts_with("as read"));
     assert_eq!(numbers(lines[2]), [before]);
     assert!(lines[3].trim_start().starts_with("standard pruning (200 chars per tool output)"));
@@ -317,7 +341,10 @@ async fn compact_dry_run_prints_the_numbers_without_calling_a_model() {
     assert!(lines[4].trim_start().starts_with("aggressive pruning (50 chars per tool output)"));
     assert!(numbers(lines[4]).contains(&after_aggressive), "{}", lines[4]);
     assert!(before > 5_000 && after_standard < before / 2, "{before} {after_standard}");
-    assert_eq!(lines[5], "window: 1,047,576 tokens (models.large, mock-large); threshold 0.8 = 838,061 tokens; 100 reserved for the answer");
+    assert_eq!(
+        lines[5],
+        "window: 1,047,576 tokens (models.large, mock-large); threshold 0.8 = 838,061 tokens; 100 reserved for the answer"
+    );
     let percent = before as f64 * 100.0 / 1_047_576.0;
     assert_eq!(
         lines[6],
@@ -329,7 +356,9 @@ async fn compact_dry_run_prints_the_numbers_without_calling_a_model() {
     assert!(server.requests().is_empty());
 
     // With a small window it would.
-    let output = env.run(&["compact", "--dry-run", "--context-window", "6000", "-i", path.to_str().unwrap()], "").await;
+    let output = env
+        .run(&["compact", "--dry-run", "--context-window", "6000", "-i", path.to_str().unwrap()], "")
+        .await;
     assert_success(&output);
     assert!(stdout(&output).contains("compaction: would trigger: "), "{}", stdout(&output));
 }
@@ -337,7 +366,8 @@ async fn compact_dry_run_prints_the_numbers_without_calling_a_model() {
 #[tokio::test(flavor = "multi_thread")]
 async fn compact_writes_the_summary_in_place_of_the_history() {
     let env = Env::new();
-    let summary = "## Goal\nFix the failing unicode tests in tally.\n\n## Done\nU+00A0 added to is_unicode_space.";
+    let summary =
+        "## Goal\nFix the failing unicode tests in tally.\n\n## Done\nU+00A0 added to is_unicode_space.";
     let server = MockServer::start(vec![
         sse_text(&[&summary[..20], &summary[20..]], Some((3_000, 40))),
         sse_text(&["## Goal\nAgain."], None),
@@ -411,13 +441,17 @@ async fn tools_cannot_read_outside_the_workspace() {
     assert_eq!(stdout(&output), "The notes say to remember the milk.\n");
     let progress = stderr(&output);
     let lines: Vec<&str> = progress.lines().collect();
-    assert_eq!(lines[..3], ["→ read_file ../secret.txt", "→ read_file notes.txt", "→ search_text \"hunter2\" in .."]);
+    assert_eq!(
+        lines[..3],
+        ["→ read_file ../secret.txt", "→ read_file notes.txt", "→ search_text \"hunter2\" in .."]
+    );
     assert!(lines[3].starts_with("← error: ../secret.txt leaves the workspace"), "{progress}");
     assert_eq!(lines[4], "← 1 line");
     assert!(lines[5].starts_with("← error: .. leaves the workspace"), "{progress}");
     assert_eq!(lines.len(), 6, "{progress}");
     let requests = server.requests();
-    let results: Vec<(String, String)> = sent(&requests[1]).into_iter().filter(|(role, _)| role == "tool").collect();
+    let results: Vec<(String, String)> =
+        sent(&requests[1]).into_iter().filter(|(role, _)| role == "tool").collect();
     assert_eq!(results.len(), 3);
     assert!(results[0].1.starts_with("error: ../secret.txt leaves the workspace"), "{:?}", results[0]);
     assert_eq!(results[1].1, "     1\tremember the milk");
@@ -435,10 +469,18 @@ async fn chat_reads_lines_and_slash_commands_from_stdin() {
     .await;
     env.mock_config(&server, 10_000, json!({}));
 
-    let output = env.run(&["chat"], "hello\n/tokens\n/summary\n/compact focus on greetings\n/summary\n/nope\n/exit\nnot sent\n").await;
+    let output = env
+        .run(
+            &["chat"],
+            "hello\n/tokens\n/summary\n/compact focus on greetings\n/summary\n/nope\n/exit\nnot sent\n",
+        )
+        .await;
     assert_success(&output);
     let text = stdout(&output);
-    assert!(text.starts_with("phosphor chat · mock-large · 10,000-token window · compaction at 80%"), "{text}");
+    assert!(
+        text.starts_with("phosphor chat · mock-large · 10,000-token window · compaction at 80%"),
+        "{text}"
+    );
     assert!(text.contains("\nHi! How can I help?\n"), "{text}");
     assert!(text.contains("\nnext request ≈ "), "{text}");
     assert!(text.contains("\nno summary yet: this session has not been compacted\n"), "{text}");
@@ -453,12 +495,15 @@ async fn chat_reads_lines_and_slash_commands_from_stdin() {
 #[tokio::test(flavor = "multi_thread")]
 async fn config_check_names_origins_and_reports_bad_values() {
     let env = Env::new();
-    fs::write(env.workspace().join("phosphor.json"), r#"{ "options": { "summarize_threshold": 0.5 } }"#).unwrap();
+    fs::write(env.workspace().join("phosphor.json"), r#"{ "options": { "summarize_threshold": 0.5 } }"#)
+        .unwrap();
     let workspace_file = env.workspace().join("phosphor.json").display().to_string();
     let output = env.run(&["config", "check"], "").await;
     assert_success(&output);
     let report = stdout(&output);
-    let line = |key: &str| report.lines().find(|l| l.trim_start().starts_with(&format!("{key} = "))).unwrap().to_owned();
+    let line = |key: &str| {
+        report.lines().find(|l| l.trim_start().starts_with(&format!("{key} = "))).unwrap().to_owned()
+    };
     assert!(line("options.summarize_threshold").ends_with(&format!("<- {workspace_file}")), "{report}");
     assert!(line("options.summarize_model").ends_with("<- default"), "{report}");
     assert!(report.contains("models.large is not set"), "{report}");
@@ -482,7 +527,9 @@ async fn without_a_model_the_error_says_how_to_configure_one() {
     assert_eq!(output.status.code(), Some(1));
     let error = stderr(&output);
     assert_eq!(error.lines().count(), 1, "{error}");
-    assert!(error.starts_with("error: no model is configured, and the embedded engine is not available in this build"));
+    assert!(error.starts_with(
+        "error: no model is configured, and the embedded engine is not available in this build"
+    ));
     assert!(error.contains(r#""models": {"large": {"provider": "openai""#), "{error}");
 }
 
@@ -490,13 +537,19 @@ async fn without_a_model_the_error_says_how_to_configure_one() {
 async fn usage_errors_exit_with_2() {
     let env = Env::new();
     let output = env.run(&["run", "   "], "").await;
-    assert_eq!((output.status.code(), stderr(&output)), (Some(2), "error: the prompt is empty; give it as an argument or on stdin\n".to_owned()));
+    assert_eq!(
+        (output.status.code(), stderr(&output)),
+        (Some(2), "error: the prompt is empty; give it as an argument or on stdin\n".to_owned())
+    );
     let output = env.run(&["run", "--bogus"], "").await;
     assert_eq!(output.status.code(), Some(2));
     let output = env.run(&["sessions", "show", "nope"], "").await;
     assert_eq!(
         (output.status.code(), stderr(&output)),
-        (Some(1), "error: no session with id nope; list the sessions with `phosphor sessions list`\n".to_owned())
+        (
+            Some(1),
+            "error: no session with id nope; list the sessions with `phosphor sessions list`\n".to_owned()
+        )
     );
 }
 
@@ -518,4 +571,39 @@ async fn profiles_list_and_check() {
     let output = env.run(&["profiles", "check", "terse"], "").await;
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert!(stdout(&output).starts_with("terse: workspace template "), "{}", stdout(&output));
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_cancels_a_turn_and_leaves_the_session_usable() {
+    let env = Env::new();
+    let server = MockServer::start(vec![
+        sse_text(&["Too late."], None).delayed(std::time::Duration::from_secs(60)),
+        sse_text(&["Recovered."], None),
+    ])
+    .await;
+    env.mock_config(&server, 100_000, json!({}));
+
+    let mut command = env.command(&["run", "Take your time"]);
+    let child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // Interrupt once the request is out, i.e. while the turn waits for the model.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the request never arrived");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let status = Command::new("kill").arg("-INT").arg(child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    assert_eq!((output.status.code(), stderr(&output)), (Some(130), "interrupted\n".to_owned()));
+
+    // The prompt was stored; the next turn continues the same session.
+    let output = env.run(&["run", "--continue", "Still there?"], "").await;
+    assert_success(&output);
+    assert_eq!(stdout(&output), "Recovered.\n");
+    let second = sent(&server.requests()[1]);
+    assert_eq!(
+        second[1..],
+        [("user".to_owned(), "Take your time".to_owned()), ("user".to_owned(), "Still there?".to_owned())]
+    );
 }

@@ -402,7 +402,8 @@ impl Session {
 /// non-summary message. Summaries the pointer does not name (failed, cancelled, superseded) never
 /// appear. The store implements the same rule in SQL; this is the reference.
 pub fn history_view<'a>(messages: &'a [Message], summary_id: Option<&str>) -> Vec<&'a Message> {
-    let summary = summary_id.and_then(|id| messages.iter().find(|m| m.id == id && m.is_summary && m.status.is_complete()));
+    let summary = summary_id
+        .and_then(|id| messages.iter().find(|m| m.id == id && m.is_summary && m.status.is_complete()));
     let mut view = Vec::new();
     let start = match summary {
         Some(summary) => {

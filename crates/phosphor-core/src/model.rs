@@ -3,9 +3,9 @@
 //! It lives beside the message types so that the remote backend (`phosphor-llm`) and the embedded
 //! one (`phosphor-embedded`) implement it without knowing each other.
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -171,7 +171,11 @@ mod tests {
             Ok(StreamEvent::ReasoningDelta { text: "think".into() }),
             Ok(StreamEvent::TextDelta { text: "Hel".into() }),
             Ok(StreamEvent::TextDelta { text: "lo".into() }),
-            Ok(StreamEvent::ToolCall(ToolCall { id: "c1".into(), name: "ls".into(), arguments: "{}".into() })),
+            Ok(StreamEvent::ToolCall(ToolCall {
+                id: "c1".into(),
+                name: "ls".into(),
+                arguments: "{}".into(),
+            })),
             Ok(StreamEvent::Usage(Usage { input_tokens: 10, output_tokens: 3, ..Usage::default() })),
             Ok(StreamEvent::Finish { reason: FinishReason::ToolCalls }),
         ];

@@ -37,7 +37,9 @@ pub trait TokenCounter: Send + Sync {
                 Part::ToolCall(call) => {
                     self.count_text(&call.id) + self.count_text(&call.name) + self.count_text(&call.arguments)
                 }
-                Part::ToolResult(result) => self.count_text(&result.call_id) + self.count_text(&result.content),
+                Part::ToolResult(result) => {
+                    self.count_text(&result.call_id) + self.count_text(&result.content)
+                }
                 Part::Finish { .. } => 0,
             };
         }
@@ -161,7 +163,8 @@ mod tests {
 
     #[test]
     fn approx_is_ceil_of_bytes_over_four() {
-        for (text, expected) in [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2), ("héllo", 2), ("日本語", 3)] {
+        for (text, expected) in [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2), ("héllo", 2), ("日本語", 3)]
+        {
             assert_eq!(ApproxCounter.count_text(text), expected, "{text:?}");
         }
     }
@@ -172,7 +175,11 @@ mod tests {
             Role::Assistant,
             vec![
                 Part::Text { text: "abcdefgh".into() },
-                Part::ToolCall(ToolCall { id: "c1".into(), name: "read".into(), arguments: "{\"p\":1}".into() }),
+                Part::ToolCall(ToolCall {
+                    id: "c1".into(),
+                    name: "read".into(),
+                    arguments: "{\"p\":1}".into(),
+                }),
             ],
         );
         assert_eq!(ApproxCounter.count_message(&message), MESSAGE_OVERHEAD_TOKENS + 2 + 1 + 1 + 2);
@@ -192,7 +199,10 @@ mod tests {
         let mut grown = messages[49].clone();
         grown.parts.push(Part::Text { text: "more text".into() });
         ledger.update_last(&ApproxCounter, &grown);
-        assert_eq!(ledger.total(), full - ApproxCounter.count_message(&messages[49]) + ApproxCounter.count_message(&grown));
+        assert_eq!(
+            ledger.total(),
+            full - ApproxCounter.count_message(&messages[49]) + ApproxCounter.count_message(&grown)
+        );
         ledger.reset(&ApproxCounter, &messages[..1]);
         assert_eq!((ledger.len(), ledger.total()), (1, MESSAGE_OVERHEAD_TOKENS));
     }

@@ -218,7 +218,11 @@ mod tests {
             events,
             vec![
                 StreamEvent::ToolCall(ToolCall { id: "a".into(), name: "ls".into(), arguments: "{}".into() }),
-                StreamEvent::ToolCall(ToolCall { id: "b".into(), name: "cat".into(), arguments: "{\"p\":1}".into() }),
+                StreamEvent::ToolCall(ToolCall {
+                    id: "b".into(),
+                    name: "cat".into(),
+                    arguments: "{\"p\":1}".into()
+                }),
                 StreamEvent::Usage(Usage { input_tokens: 100, output_tokens: 7, ..Usage::default() }),
                 StreamEvent::Finish { reason: FinishReason::ToolCalls },
             ]
@@ -227,8 +231,12 @@ mod tests {
 
     #[test]
     fn a_call_without_a_name_is_a_stream_error() {
-        let error = run(&[delta(json!({"tool_calls": [{"index": 0, "id": "a"}]})), finish("tool_calls")]).unwrap_err();
-        assert_eq!(error.to_string(), "malformed model stream: tool call at index 0 (id \"a\") ended without a function name");
+        let error = run(&[delta(json!({"tool_calls": [{"index": 0, "id": "a"}]})), finish("tool_calls")])
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "malformed model stream: tool call at index 0 (id \"a\") ended without a function name"
+        );
     }
 
     #[test]
@@ -252,8 +260,17 @@ mod tests {
             vec![
                 StreamEvent::ReasoningDelta { text: "hmm".into() },
                 StreamEvent::ReasoningDelta { text: "ok".into() },
-                StreamEvent::ToolCall(ToolCall { id: "c".into(), name: "f".into(), arguments: "{\"x\":1}".into() }),
-                StreamEvent::Usage(Usage { input_tokens: 7, output_tokens: 3, reasoning_tokens: 2, ..Usage::default() }),
+                StreamEvent::ToolCall(ToolCall {
+                    id: "c".into(),
+                    name: "f".into(),
+                    arguments: "{\"x\":1}".into()
+                }),
+                StreamEvent::Usage(Usage {
+                    input_tokens: 7,
+                    output_tokens: 3,
+                    reasoning_tokens: 2,
+                    ..Usage::default()
+                }),
                 StreamEvent::Finish { reason: FinishReason::ToolCalls },
             ]
         );

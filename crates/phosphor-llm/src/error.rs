@@ -122,7 +122,8 @@ fn parse_body(body: &str) -> ErrorBody {
         Some(Value::String(code)) => out.code = Some(code.clone()),
         Some(Value::Number(number)) => {
             out.code = Some(number.to_string());
-            out.status_code = number.as_u64().and_then(|n| u16::try_from(n).ok()).filter(|n| (100..600).contains(n));
+            out.status_code =
+                number.as_u64().and_then(|n| u16::try_from(n).ok()).filter(|n| (100..600).contains(n));
         }
         _ => {}
     }
@@ -232,7 +233,14 @@ pub fn classify_error(status: Option<u16>, body: &str) -> Error {
         _ if overflow_code || mentions_overflow(&message) => overflow(message, &parsed),
         Some(_) => Error::BadRequest { status, message },
         None if quota => Error::BadRequest { status, message },
-        None if named(&["rate_limit_exceeded", "rate_limit_error", "tokens", "requests", "resource_exhausted"]) => {
+        None if named(&[
+            "rate_limit_exceeded",
+            "rate_limit_error",
+            "tokens",
+            "requests",
+            "resource_exhausted",
+        ]) =>
+        {
             Error::RateLimited { retry_after: retry_hint(&message), message }
         }
         None if named(&[
@@ -321,12 +329,14 @@ fn parse_http_date(text: &str) -> Option<u64> {
     let [_weekday, day, month, year, time, "GMT"] = words.as_slice() else {
         return None;
     };
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
     let day: i64 = day.parse().ok()?;
     let year: i64 = year.parse().ok()?;
     let mut clock = time.split(':').map(|part| part.parse::<i64>().ok());
-    let (Some(Some(h)), Some(Some(m)), Some(Some(s)), None) = (clock.next(), clock.next(), clock.next(), clock.next())
+    let (Some(Some(h)), Some(Some(m)), Some(Some(s)), None) =
+        (clock.next(), clock.next(), clock.next(), clock.next())
     else {
         return None;
     };
@@ -364,7 +374,9 @@ mod tests {
 
     #[test]
     fn retry_hints_in_rate_limit_messages() {
-        let check = |message: &str, expected: Option<Duration>| assert_eq!(retry_hint(message), expected, "{message}");
+        let check = |message: &str, expected: Option<Duration>| {
+            assert_eq!(retry_hint(message), expected, "{message}")
+        };
         check("Please try again in 8s. Visit https://...", Some(Duration::from_secs(8)));
         check("Please try again in 1.054s.", Some(Duration::from_millis(1054)));
         check("Please try again in 20ms.", Some(Duration::from_millis(20)));
@@ -374,14 +386,20 @@ mod tests {
 
     #[test]
     fn numbers_follow_their_phrase_closely() {
-        assert_eq!(number_after("maximum context length is 128,000 tokens", "maximum context length is"), Some(128_000));
+        assert_eq!(
+            number_after("maximum context length is 128,000 tokens", "maximum context length is"),
+            Some(128_000)
+        );
         assert_eq!(number_after("limit is not 5", "limit is"), None);
         assert_eq!(number_after("nothing here", "limit is"), None);
     }
 
     #[test]
     fn html_bodies_are_described_by_their_title() {
-        assert_eq!(describe_raw("<html><head><title>502 Bad Gateway</title></head></html>"), "502 Bad Gateway");
+        assert_eq!(
+            describe_raw("<html><head><title>502 Bad Gateway</title></head></html>"),
+            "502 Bad Gateway"
+        );
         assert_eq!(describe_raw("  "), "empty response body");
         assert_eq!(describe_raw(&"x".repeat(400)), format!("{}…", "x".repeat(300)));
     }

@@ -13,7 +13,9 @@ use async_openai::error::OpenAIError;
 use futures::{Stream, StreamExt};
 use phosphor_core::config::{ModelConfig, ProviderConfig};
 use phosphor_core::model::error_stream;
-use phosphor_core::{ApproxCounter, ChatModel, ChatRequest, ChatStream, ModelInfo, StreamEvent, TokenCounter};
+use phosphor_core::{
+    ApproxCounter, ChatModel, ChatRequest, ChatStream, ModelInfo, StreamEvent, TokenCounter,
+};
 use serde_json::{Value, json};
 use tracing::field::Empty;
 
@@ -168,7 +170,8 @@ impl OpenAiModel {
         key: Option<String>,
     ) -> Result<OpenAiModel> {
         let base_url = provider.base_url.trim().trim_end_matches('/').to_owned();
-        let Some(host) = base_url.strip_prefix("https://").or_else(|| base_url.strip_prefix("http://")) else {
+        let Some(host) = base_url.strip_prefix("https://").or_else(|| base_url.strip_prefix("http://"))
+        else {
             return Err(config_error(
                 provider_name,
                 format!("base_url {:?} must start with http:// or https://", provider.base_url),
@@ -189,15 +192,20 @@ impl OpenAiModel {
                 config_error(provider_name, format!("header name {name:?} is not a valid HTTP header name"))
             })?;
             config = config.with_header(header, value.as_str()).map_err(|_| {
-                config_error(provider_name, format!("the value of header {name:?} is not a valid HTTP header value"))
+                config_error(
+                    provider_name,
+                    format!("the value of header {name:?} is not a valid HTTP header value"),
+                )
             })?;
         }
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|error| config_error(provider_name, format!("cannot build the HTTP client: {error}")))?;
-        let own_authorization = provider.headers.keys().any(|name| name.eq_ignore_ascii_case("authorization"));
-        let transport = Transport { client: http.clone(), drop_authorization: key.is_none() && !own_authorization };
+        let own_authorization =
+            provider.headers.keys().any(|name| name.eq_ignore_ascii_case("authorization"));
+        let transport =
+            Transport { client: http.clone(), drop_authorization: key.is_none() && !own_authorization };
         let client = Client::build(http, config).with_http_service(transport);
         let info = ModelInfo {
             provider: provider_name.to_owned(),
@@ -339,7 +347,9 @@ fn map_openai_error(error: OpenAIError) -> (Error, Option<Duration>) {
         OpenAIError::Boxed(boxed) => match boxed.downcast::<HttpFailure>() {
             Ok(failure) => {
                 let mut error = classify_error(Some(failure.status), &failure.body);
-                if let (Error::RateLimited { retry_after, .. }, Some(asked)) = (&mut error, failure.retry_after) {
+                if let (Error::RateLimited { retry_after, .. }, Some(asked)) =
+                    (&mut error, failure.retry_after)
+                {
                     *retry_after = Some(asked);
                 }
                 (error, failure.retry_after)
@@ -438,10 +448,18 @@ impl Call {
         }
         if ended {
             // Nothing but the finish: complete the answer now, so that a broken one can be retried.
-            let events = std::mem::take(&mut assembler).finish(self.input_estimate).map_err(|error| (error, None))?;
+            let events =
+                std::mem::take(&mut assembler).finish(self.input_estimate).map_err(|error| (error, None))?;
             pending.extend(events.into_iter().map(Ok));
         }
-        Ok(Open { raw, assembler, pending, ended, input_estimate: self.input_estimate, span: self.span.clone() })
+        Ok(Open {
+            raw,
+            assembler,
+            pending,
+            ended,
+            input_estimate: self.input_estimate,
+            span: self.span.clone(),
+        })
     }
 }
 

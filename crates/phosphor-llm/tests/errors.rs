@@ -1,6 +1,8 @@
 //! Error classification: every server's real error bodies, by the pure function and through
 //! the real HTTP path, and errors inside a 200 stream.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
+
 mod common;
 
 use std::time::Duration;
@@ -73,13 +75,14 @@ fn every_server_error_body_is_classified_exactly() {
 
 #[test]
 fn the_provider_message_is_kept_verbatim() {
-    let messages: Vec<String> = ["lmstudio_context_overflow", "mistralrs_sequence_too_long", "nginx_413", "cloudflare_502"]
-        .iter()
-        .map(|name| {
-            let fixture = error_fixture(name);
-            classify_error(Some(fixture.status), fixture.body).to_string()
-        })
-        .collect();
+    let messages: Vec<String> =
+        ["lmstudio_context_overflow", "mistralrs_sequence_too_long", "nginx_413", "cloudflare_502"]
+            .iter()
+            .map(|name| {
+                let fixture = error_fixture(name);
+                classify_error(Some(fixture.status), fixture.body).to_string()
+            })
+            .collect();
     assert_eq!(
         messages,
         vec![
@@ -100,27 +103,62 @@ fn bodies_without_a_status_are_classified_from_what_they_say() {
         // A lost status: Gemini's numeric code stands in for it.
         (None, error_fixture("gemini_input_token_count").body, overflow(Some(1_200_000), Some(1_048_576))),
         (None, r#"{"error":{"message":"Provider returned error","code":502}}"#, Kind::Transient(Some(502))),
-        (None, r#"{"error":{"message":"Rate limit reached. Please try again in 20ms.","type":"requests","code":"rate_limit_exceeded"}}"#,
-            Kind::RateLimited { retry_after: Some(Duration::from_millis(20)) }),
-        (None, r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#, Kind::Auth),
-        (None, r#"{"error":{"message":"The server had an error","type":"server_error","code":null}}"#, Kind::Transient(None)),
-        (None, r#"{"error":{"message":"Invalid 'messages[2].role'","type":"invalid_request_error"}}"#, Kind::BadRequest(None)),
+        (
+            None,
+            r#"{"error":{"message":"Rate limit reached. Please try again in 20ms.","type":"requests","code":"rate_limit_exceeded"}}"#,
+            Kind::RateLimited { retry_after: Some(Duration::from_millis(20)) },
+        ),
+        (
+            None,
+            r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#,
+            Kind::Auth,
+        ),
+        (
+            None,
+            r#"{"error":{"message":"The server had an error","type":"server_error","code":null}}"#,
+            Kind::Transient(None),
+        ),
+        (
+            None,
+            r#"{"error":{"message":"Invalid 'messages[2].role'","type":"invalid_request_error"}}"#,
+            Kind::BadRequest(None),
+        ),
         (None, "not json at all", Kind::BadRequest(None)),
         // Any 429 is a rate limit, even when its message talks about context.
-        (Some(429), r#"{"error":{"message":"maximum context length is 8192 tokens"}}"#, Kind::RateLimited { retry_after: None }),
+        (
+            Some(429),
+            r#"{"error":{"message":"maximum context length is 8192 tokens"}}"#,
+            Kind::RateLimited { retry_after: None },
+        ),
         // A 5xx is an overflow only with an exact overflow code.
-        (Some(500), r#"{"error":{"message":"maximum context length reached in a worker"}}"#, Kind::Transient(Some(500))),
+        (
+            Some(500),
+            r#"{"error":{"message":"maximum context length reached in a worker"}}"#,
+            Kind::Transient(Some(500)),
+        ),
         (Some(500), r#"{"error":{"message":"x","code":"context_length_exceeded"}}"#, overflow(None, None)),
         (Some(408), "", Kind::Transient(Some(408))),
-        (Some(404), r#"{"error":{"message":"The model `gpt-9` does not exist","code":"model_not_found"}}"#, Kind::BadRequest(Some(404))),
+        (
+            Some(404),
+            r#"{"error":{"message":"The model `gpt-9` does not exist","code":"model_not_found"}}"#,
+            Kind::BadRequest(Some(404)),
+        ),
         // Mistral's API and xAI word it their own way.
-        (Some(400), r#"{"object":"error","message":"Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length","type":"invalid_request_message_error","param":null,"code":"3051"}"#,
-            overflow(Some(40_000), Some(32_768))),
-        (Some(400), r#"{"code":"Client specified an invalid argument","error":"This model's maximum prompt length is 131072 but the request contains 140000 tokens."}"#,
-            overflow(Some(140_000), Some(131_072))),
+        (
+            Some(400),
+            r#"{"object":"error","message":"Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length","type":"invalid_request_message_error","param":null,"code":"3051"}"#,
+            overflow(Some(40_000), Some(32_768)),
+        ),
+        (
+            Some(400),
+            r#"{"code":"Client specified an invalid argument","error":"This model's maximum prompt length is 131072 but the request contains 140000 tokens."}"#,
+            overflow(Some(140_000), Some(131_072)),
+        ),
     ];
-    let actual: Vec<(Option<u16>, &str, Kind)> =
-        cases.iter().map(|(status, body, _)| (*status, *body, kind(&classify_error(*status, body)))).collect();
+    let actual: Vec<(Option<u16>, &str, Kind)> = cases
+        .iter()
+        .map(|(status, body, _)| (*status, *body, kind(&classify_error(*status, body))))
+        .collect();
     assert_eq!(actual, cases);
 }
 
@@ -143,7 +181,8 @@ async fn retry_after_headers_reach_the_rate_limit_error() {
     let limited = |headers: Vec<(&str, &str)>| MockResponse::Raw {
         status: 429,
         headers: headers.into_iter().map(|(n, v)| (n.to_owned(), v.to_owned())).collect(),
-        body: r#"{"error":{"message":"Too many requests","type":"requests","code":"rate_limit_exceeded"}}"#.to_owned(),
+        body: r#"{"error":{"message":"Too many requests","type":"requests","code":"rate_limit_exceeded"}}"#
+            .to_owned(),
     };
     let server = MockServer::start(vec![
         limited(vec![("retry-after", "17")]),
@@ -168,7 +207,8 @@ async fn retry_after_headers_reach_the_rate_limit_error() {
 
 #[tokio::test]
 async fn an_error_event_inside_a_200_stream_is_classified() {
-    let body: serde_json::Value = serde_json::from_str(error_fixture("openai_context_length_exceeded").body).unwrap();
+    let body: serde_json::Value =
+        serde_json::from_str(error_fixture("openai_context_length_exceeded").body).unwrap();
     let at_start = MockResponse::Sse(vec![body.to_string()]);
     let midway = SseBuilder::new().role().text("Let me").event(body.to_string()).into_response();
     let server = MockServer::start(vec![at_start, midway]).await;

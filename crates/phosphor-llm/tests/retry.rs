@@ -1,5 +1,7 @@
 //! Retries, observed in the server's request log.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
+
 mod common;
 
 use std::time::{Duration, Instant};
@@ -33,7 +35,8 @@ async fn a_503_then_success_takes_two_requests() {
 
 #[tokio::test]
 async fn an_overflow_is_sent_exactly_once() {
-    let server = MockServer::start(vec![error_fixture("openai_context_length_exceeded").response(), ok()]).await;
+    let server =
+        MockServer::start(vec![error_fixture("openai_context_length_exceeded").response(), ok()]).await;
     let error = run(&model(&server), request()).await.1.expect("an error");
     assert!(error.is_context_overflow(), "{error:?}");
     assert_eq!(server.requests().len(), 1);
@@ -50,7 +53,8 @@ async fn a_401_is_sent_exactly_once() {
 #[tokio::test]
 async fn retries_stop_after_the_policy_limit() {
     let failure = error_fixture("openai_server_error").response();
-    let server = MockServer::start(vec![failure.clone(), failure.clone(), failure.clone(), failure, ok()]).await;
+    let server =
+        MockServer::start(vec![failure.clone(), failure.clone(), failure.clone(), failure, ok()]).await;
     let error = run(&model(&server), request()).await.1.expect("an error");
     assert!(matches!(error, Error::Transient { status: Some(500), .. }), "{error:?}");
     assert_eq!(server.requests().len(), 4, "1 attempt and 3 retries");
@@ -61,9 +65,11 @@ async fn retry_after_is_honoured_up_to_the_cap() {
     let limited = |name: &str, value: &str| MockResponse::Raw {
         status: 429,
         headers: vec![(name.to_owned(), value.to_owned())],
-        body: r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#.to_owned(),
+        body: r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#
+            .to_owned(),
     };
-    let server = MockServer::start(vec![limited("retry-after-ms", "60"), ok(), limited("retry-after", "120")]).await;
+    let server =
+        MockServer::start(vec![limited("retry-after-ms", "60"), ok(), limited("retry-after", "120")]).await;
     let model = model(&server);
 
     let started = Instant::now();
@@ -74,7 +80,10 @@ async fn retry_after_is_honoured_up_to_the_cap() {
 
     // 120 s is over the policy's 200 ms cap: no retry, the caller gets the wait.
     let error = run(&model, request()).await.1.expect("an error");
-    assert!(matches!(error, Error::RateLimited { retry_after: Some(wait), .. } if wait == Duration::from_secs(120)), "{error:?}");
+    assert!(
+        matches!(error, Error::RateLimited { retry_after: Some(wait), .. } if wait == Duration::from_secs(120)),
+        "{error:?}"
+    );
     assert_eq!(server.requests().len(), 3);
 }
 
@@ -94,7 +103,8 @@ async fn a_server_refusing_stream_options_is_asked_again_without_them() {
         422,
         r#"{"object":"error","message":"Extra inputs are not permitted: body.stream_options","type":"invalid_request_error"}"#,
     );
-    let server = MockServer::start(vec![refusal, sse_text(&["fine"], None), sse_text(&["again"], None)]).await;
+    let server =
+        MockServer::start(vec![refusal, sse_text(&["fine"], None), sse_text(&["again"], None)]).await;
     let model = model(&server);
     let (events, error) = run(&model, request()).await;
     assert!(error.is_none(), "{error:?}");

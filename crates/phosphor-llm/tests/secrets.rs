@@ -1,6 +1,8 @@
 //! The API key shows up in no log line, span field or Debug output; the call's span carries
 //! the OpenTelemetry fields and the usage.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
+
 mod common;
 
 use std::collections::BTreeMap;
@@ -65,7 +67,10 @@ async fn the_key_is_in_no_log_and_usage_is_on_the_span() {
     assert!(!logs.contains(SECRET_KEY), "the key leaked into the logs:\n{logs}");
     assert!(!logs.contains("header-secret-value"), "a header value leaked into the logs:\n{logs}");
     assert!(logs.contains("retrying"), "the retry was not logged:\n{logs}");
-    let closed = logs.lines().find(|l| l.contains("close") && l.contains("gen_ai.usage.input_tokens")).unwrap_or_default();
+    let closed = logs
+        .lines()
+        .find(|l| l.contains("close") && l.contains("gen_ai.usage.input_tokens"))
+        .unwrap_or_default();
     for field in [
         "chat{",
         "otel.name=chat gpt-4o-mini ",
@@ -75,7 +80,10 @@ async fn the_key_is_in_no_log_and_usage_is_on_the_span() {
         "gen_ai.usage.input_tokens=42",
         "gen_ai.usage.output_tokens=3",
     ] {
-        assert!(closed.contains(field), "{field} missing from the span close line {closed:?}\nin logs:\n{logs}");
+        assert!(
+            closed.contains(field),
+            "{field} missing from the span close line {closed:?}\nin logs:\n{logs}"
+        );
     }
     assert!(logs.contains("error.type=\"auth\""), "the failed call's span has no error.type:\n{logs}");
 }

@@ -1,5 +1,7 @@
 //! Streaming answers over real HTTP from the mock server: text, tool calls, reasoning, usage.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
+
 mod common;
 
 use std::collections::BTreeMap;
@@ -8,10 +10,13 @@ use std::time::{Duration, Instant};
 use common::{SECRET_KEY, model, model_config, provider, request, run};
 use futures::StreamExt;
 use phosphor_core::{
-    ApproxCounter, ChatModel, ChatRequest, Error, FinishReason, StreamEvent, TokenCounter, ToolCall, ToolSpec, Usage,
+    ApproxCounter, ChatModel, ChatRequest, Error, FinishReason, StreamEvent, TokenCounter, ToolCall,
+    ToolSpec, Usage,
 };
 use phosphor_llm::OpenAiModel;
-use phosphor_testkit::{MockResponse, MockServer, SseBuilder, sse_reasoning_then_text, sse_text, sse_tool_calls};
+use phosphor_testkit::{
+    MockResponse, MockServer, SseBuilder, sse_reasoning_then_text, sse_text, sse_tool_calls,
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -32,7 +37,10 @@ async fn plain_text_streams_deltas_then_usage_then_finish() {
     let server = MockServer::start(vec![sse_text(&["Hel", "lo", " world"], Some((42, 3)))]).await;
     let (events, error) = run(&model(&server), request()).await;
     assert!(error.is_none(), "{error:?}");
-    assert_eq!(events, vec![text("Hel"), text("lo"), text(" world"), usage(42, 3), finish(FinishReason::Stop)]);
+    assert_eq!(
+        events,
+        vec![text("Hel"), text("lo"), text(" world"), usage(42, 3), finish(FinishReason::Stop)]
+    );
 
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
@@ -62,7 +70,8 @@ async fn two_parallel_tool_calls_are_assembled_into_whole_calls() {
         description: "Reads a file".into(),
         parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
     };
-    let request = ChatRequest { tools: vec![tool], max_output_tokens: Some(77), temperature: Some(0.7), ..request() };
+    let request =
+        ChatRequest { tools: vec![tool], max_output_tokens: Some(77), temperature: Some(0.7), ..request() };
     let (events, error) = run(&model(&server), request).await;
     assert!(error.is_none(), "{error:?}");
     let call = |(id, name, arguments): (&str, &str, &str)| {
@@ -103,7 +112,13 @@ async fn reasoning_deltas_in_either_field_come_before_the_text() {
     assert!(error.is_none(), "{error:?}");
     assert_eq!(
         events,
-        vec![reasoning("The user"), reasoning(" greets me."), text("Hello!"), usage(12, 9), finish(FinishReason::Stop)]
+        vec![
+            reasoning("The user"),
+            reasoning(" greets me."),
+            text("Hello!"),
+            usage(12, 9),
+            finish(FinishReason::Stop)
+        ]
     );
 
     let (events, error) = run(&model, request()).await;
@@ -111,7 +126,12 @@ async fn reasoning_deltas_in_either_field_come_before_the_text() {
     let detailed = Usage { input_tokens: 20, output_tokens: 5, cached_input_tokens: 8, reasoning_tokens: 3 };
     assert_eq!(
         events,
-        vec![reasoning("Short answer."), text("Hi"), StreamEvent::Usage(detailed), finish(FinishReason::Stop)]
+        vec![
+            reasoning("Short answer."),
+            text("Hi"),
+            StreamEvent::Usage(detailed),
+            finish(FinishReason::Stop)
+        ]
     );
 }
 
@@ -128,11 +148,17 @@ async fn usage_is_counted_by_us_when_the_server_reports_none() {
 
     let completion = model.complete(request.clone()).await.unwrap();
     let output = ApproxCounter.count_text("Hello there, ") + ApproxCounter.count_text("how can I help?");
-    assert_eq!(completion.usage, Some(Usage { input_tokens: input, output_tokens: output, ..Usage::default() }));
+    assert_eq!(
+        completion.usage,
+        Some(Usage { input_tokens: input, output_tokens: output, ..Usage::default() })
+    );
 
     let completion = model.complete(request).await.unwrap();
     let output = ["call_1", "ls", r#"{"dir":"."}"#].iter().map(|t| ApproxCounter.count_text(t)).sum::<u64>();
-    assert_eq!(completion.usage, Some(Usage { input_tokens: input, output_tokens: output, ..Usage::default() }));
+    assert_eq!(
+        completion.usage,
+        Some(Usage { input_tokens: input, output_tokens: output, ..Usage::default() })
+    );
 }
 
 #[tokio::test]
@@ -151,7 +177,14 @@ async fn extra_headers_and_the_bearer_key_reach_the_server() {
     let requests = server.requests();
     let seen: Vec<_> = requests
         .iter()
-        .map(|r| (r.header("authorization"), r.header("http-referer"), r.header("x-title"), r.header("content-type")))
+        .map(|r| {
+            (
+                r.header("authorization"),
+                r.header("http-referer"),
+                r.header("x-title"),
+                r.header("content-type"),
+            )
+        })
         .collect();
     let bearer = format!("Bearer {SECRET_KEY}");
     assert_eq!(
@@ -169,7 +202,10 @@ async fn a_missing_key_variable_is_named_in_the_error() {
     let mut provider = provider(&server);
     provider.api_key_env = Some("PHOSPHOR_TEST_KEY_THAT_IS_NEVER_SET_4F7A".into());
     let error = OpenAiModel::new("mock", &provider, &model_config()).unwrap_err();
-    assert_eq!(error.to_string(), "missing API key: set the environment variable PHOSPHOR_TEST_KEY_THAT_IS_NEVER_SET_4F7A");
+    assert_eq!(
+        error.to_string(),
+        "missing API key: set the environment variable PHOSPHOR_TEST_KEY_THAT_IS_NEVER_SET_4F7A"
+    );
     assert!(matches!(error, Error::MissingApiKey { .. }));
     // Keyless providers need no variable.
     provider.api_key_env = None;

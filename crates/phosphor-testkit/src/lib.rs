@@ -22,7 +22,7 @@ pub mod scripted;
 pub mod server;
 pub mod sse;
 
-pub use fixtures::{error_fixture, ErrorFixture, ERROR_FIXTURES};
-pub use scripted::{text_turn, tool_calls_turn, Script, ScriptedModel};
+pub use fixtures::{ERROR_FIXTURES, ErrorFixture, error_fixture};
+pub use scripted::{Script, ScriptedModel, text_turn, tool_calls_turn};
 pub use server::{MockResponse, MockServer, RecordedRequest};
-pub use sse::{argument_fragments, sse_reasoning_then_text, sse_text, sse_tool_calls, SseBuilder};
+pub use sse::{SseBuilder, argument_fragments, sse_reasoning_then_text, sse_text, sse_tool_calls};

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use phosphor_core::model::error_stream;
-use phosphor_core::{ChatModel, ChatRequest, ChatStream, Error, FinishReason, ModelInfo, Result, StreamEvent};
+use phosphor_core::{
+    ChatModel, ChatRequest, ChatStream, Error, FinishReason, ModelInfo, Result, StreamEvent,
+};
 use phosphor_core::{ToolCall, Usage};
 
 /// One scripted answer: the events (or errors) its stream yields, in order.
@@ -64,7 +66,11 @@ impl ScriptedModel {
                 max_output_tokens: 4096,
             },
             event_delay: Duration::ZERO,
-            state: Mutex::new(State { scripted: scripts.len(), scripts: scripts.into(), requests: Vec::new() }),
+            state: Mutex::new(State {
+                scripted: scripts.len(),
+                scripts: scripts.into(),
+                requests: Vec::new(),
+            }),
         }
     }
 

@@ -234,7 +234,9 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Recorded
         }
         match read_more(stream, &mut buf).await {
             Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof && buf.is_empty() => return Ok(None),
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof && buf.is_empty() => {
+                return Ok(None);
+            }
             Err(error) => return Err(error),
         }
     };
@@ -243,7 +245,9 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Recorded
     let request_line = lines.next().unwrap_or_default();
     let mut words = request_line.split(' ');
     let (Some(method), Some(path), Some(version)) = (words.next(), words.next(), words.next()) else {
-        return Err(invalid(format!("malformed request line {request_line:?}: expected `METHOD TARGET HTTP/1.1`")));
+        return Err(invalid(format!(
+            "malformed request line {request_line:?}: expected `METHOD TARGET HTTP/1.1`"
+        )));
     };
     if !version.starts_with("HTTP/1.") {
         return Err(invalid(format!("unsupported protocol {version:?} in {request_line:?}: only HTTP/1.x")));
@@ -349,6 +353,7 @@ async fn write_response(stream: &mut TcpStream, mut response: MockResponse) -> s
             stream.write_all(body.as_bytes()).await?;
             stream.flush().await
         }
+        // Unwrapped by the loop above.
         MockResponse::Delayed(..) => Ok(()),
     }
 }

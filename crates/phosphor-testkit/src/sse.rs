@@ -165,8 +165,10 @@ impl SseBuilder {
 
     /// A later delta of tool call `index`: only the index and an argument fragment.
     pub fn tool_call_arguments(self, index: usize, fragment: &str) -> SseBuilder {
-        let delta =
-            format!(r#"{{"tool_calls":[{{"index":{index},"function":{{"arguments":{}}}}}]}}"#, quote(fragment));
+        let delta = format!(
+            r#"{{"tool_calls":[{{"index":{index},"function":{{"arguments":{}}}}}]}}"#,
+            quote(fragment)
+        );
         self.delta(&delta, None)
     }
 

@@ -1,5 +1,7 @@
 //! The scripted in-process model: replay, request recording, running out, pacing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
+
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;

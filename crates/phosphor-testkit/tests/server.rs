@@ -1,6 +1,8 @@
 //! The mock server checked byte for byte with a raw TCP client, and the chunk builders checked
 //! against OpenAI's streaming format.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns unwrap too
+
 use std::time::{Duration, Instant};
 
 use phosphor_testkit::{
@@ -52,7 +54,8 @@ fn chunks(mut body: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn an_event_stream_is_chunked_one_event_per_chunk_and_ends_with_done() {
-    let server = MockServer::start(vec![MockResponse::Sse(vec![r#"{"a":1}"#.into(), r#"{"b":2}"#.into()])]).await;
+    let server =
+        MockServer::start(vec![MockResponse::Sse(vec![r#"{"a":1}"#.into(), r#"{"b":2}"#.into()])]).await;
     let response = exchange(&server, &post(r#"{"model":"m","stream":true}"#)).await;
     let (head, body) = split(&response);
     assert_eq!(
@@ -154,7 +157,10 @@ async fn delayed_paced_and_cut_responses() {
 
     let response = exchange(&server, &post("{}")).await;
     let body = split(&response).1;
-    assert_eq!(body, "9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n9\r\ndata: 3\n\n\r\n", "no [DONE], no last chunk");
+    assert_eq!(
+        body, "9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n9\r\ndata: 3\n\n\r\n",
+        "no [DONE], no last chunk"
+    );
 }
 
 fn parse(events: &[String]) -> Vec<Value> {
@@ -205,7 +211,8 @@ fn text_chunks_have_openai_shape_and_key_order() {
 fn tool_calls_stream_like_openai_parallel_calls() {
     let calls = [("call_a", "read_file", r#"{"path":"src/main.rs"}"#), ("call_b", "ls", "{}")];
     let chunks = parse(&payloads(sse_tool_calls(&calls, Some((50, 20)))));
-    let deltas: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"].get(0)).map(|c| &c["delta"]).collect();
+    let deltas: Vec<&Value> =
+        chunks.iter().filter_map(|c| c["choices"].get(0)).map(|c| &c["delta"]).collect();
     assert_eq!(deltas[0], &json!({"role": "assistant", "content": null, "refusal": null}));
 
     let mut rebuilt: Vec<(String, String, String)> = Vec::new();
@@ -219,7 +226,11 @@ fn tool_calls_stream_like_openai_parallel_calls() {
             let keys: Vec<&String> = call.as_object().unwrap().keys().collect();
             assert_eq!(keys, vec!["function", "id", "index", "type"]);
             assert_eq!((&call["type"], &call["function"]["arguments"]), (&json!("function"), &json!("")));
-            rebuilt.push((call["id"].as_str().unwrap().into(), call["function"]["name"].as_str().unwrap().into(), String::new()));
+            rebuilt.push((
+                call["id"].as_str().unwrap().into(),
+                call["function"]["name"].as_str().unwrap().into(),
+                String::new(),
+            ));
         } else {
             // Later deltas: only the index and an argument fragment.
             assert_eq!(index + 1, rebuilt.len());
@@ -249,8 +260,10 @@ fn arguments_split_into_several_fragments_on_char_boundaries() {
 #[test]
 fn reasoning_streams_like_deepseek() {
     let chunks = parse(&payloads(sse_reasoning_then_text(&["Think"], &["Answer"], None)));
-    let deltas: Vec<(Value, Value)> =
-        chunks.iter().map(|c| (c["choices"][0]["delta"].clone(), c["choices"][0]["finish_reason"].clone())).collect();
+    let deltas: Vec<(Value, Value)> = chunks
+        .iter()
+        .map(|c| (c["choices"][0]["delta"].clone(), c["choices"][0]["finish_reason"].clone()))
+        .collect();
     assert_eq!(
         deltas,
         vec![
@@ -265,7 +278,8 @@ fn reasoning_streams_like_deepseek() {
 
 #[test]
 fn builder_events_are_kept_verbatim() {
-    let events = SseBuilder::new().usage_field(false).event(r#"{"error":{"message":"boom"}}"#).text("t").build();
+    let events =
+        SseBuilder::new().usage_field(false).event(r#"{"error":{"message":"boom"}}"#).text("t").build();
     assert_eq!(events[0], r#"{"error":{"message":"boom"}}"#);
     assert!(!events[1].contains("usage"));
 }
