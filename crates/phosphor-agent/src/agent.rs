@@ -414,38 +414,37 @@ impl SessionAgent {
             let request = self.build_request(cache);
             let estimated_request = self.counter.count_request(&request);
             model_calls += 1;
-            let completion =
-                match self.call_model(large.as_ref(), request, "chat", &cache.session.id, events).await {
-                    Ok(completion) => completion,
-                    Err(err) if err.is_context_overflow() && !rejected_once => {
-                        // The model counts more than we estimated: compact once, retry once.
-                        rejected_once = true;
-                        emit(
-                            events,
-                            AgentEvent::Warning { message: format!("{err}; compacting and retrying once") },
-                        );
-                        if compaction.is_none() {
-                            let cut = keep_after_last_user(&cache.history);
-                            let report =
-                                self.summarize(cache, CompactionReason::Rejected, None, cut, events).await?;
-                            compaction = Some(report);
-                            continue;
-                        }
-                        return Err(AgentError::StillOverflowing {
-                            tokens: self.estimate(cache),
-                            window,
-                            model: info.model.clone(),
-                        });
+            let completion = match self.call_model(large.as_ref(), request, events).await {
+                Ok(completion) => completion,
+                Err(err) if err.is_context_overflow() && !rejected_once => {
+                    // The model counts more than we estimated: compact once, retry once.
+                    rejected_once = true;
+                    emit(
+                        events,
+                        AgentEvent::Warning { message: format!("{err}; compacting and retrying once") },
+                    );
+                    if compaction.is_none() {
+                        let cut = keep_after_last_user(&cache.history);
+                        let report =
+                            self.summarize(cache, CompactionReason::Rejected, None, cut, events).await?;
+                        compaction = Some(report);
+                        continue;
                     }
-                    Err(err) if err.is_context_overflow() => {
-                        return Err(AgentError::StillOverflowing {
-                            tokens: self.estimate(cache),
-                            window,
-                            model: info.model,
-                        });
-                    }
-                    Err(err) => return Err(err.into()),
-                };
+                    return Err(AgentError::StillOverflowing {
+                        tokens: self.estimate(cache),
+                        window,
+                        model: info.model.clone(),
+                    });
+                }
+                Err(err) if err.is_context_overflow() => {
+                    return Err(AgentError::StillOverflowing {
+                        tokens: self.estimate(cache),
+                        window,
+                        model: info.model,
+                    });
+                }
+                Err(err) => return Err(err.into()),
+            };
 
             let usage = completion.usage;
             let calls = completion.tool_calls.clone();
@@ -574,59 +573,39 @@ impl SessionAgent {
         }
     }
 
-    /// Streams one model call, forwarding deltas, under a `{operation} {model}` span.
+    /// Streams one model call, forwarding deltas. The backend records the call's `chat {model}`
+    /// client span (gen_ai attributes and usage); the agent's turn and compaction spans enclose it.
     async fn call_model(
         &self,
         model: &dyn ChatModel,
         request: ChatRequest,
-        operation: &str,
-        session_id: &str,
         events: Option<&EventSender>,
     ) -> phosphor_core::Result<Completion> {
         let info = model.info();
-        let span = tracing::info_span!(
-            "model_call",
-            otel.name = %format!("{operation} {}", info.model),
-            gen_ai.operation.name = operation,
-            gen_ai.provider.name = %info.provider,
-            gen_ai.request.model = %info.model,
-            gen_ai.conversation.id = %session_id,
-            gen_ai.usage.input_tokens = field::Empty,
-            gen_ai.usage.output_tokens = field::Empty,
-        );
         let input_estimate = self.counter.count_request(&request);
         let mut stream = model.stream(request);
         let mut completion = Completion::default();
-        async {
-            while let Some(event) = stream.next().await {
-                let event = event?;
-                match &event {
-                    StreamEvent::TextDelta { text } => {
-                        emit(events, AgentEvent::TextDelta { text: text.clone() })
-                    }
-                    StreamEvent::ReasoningDelta { text } => {
-                        emit(events, AgentEvent::ReasoningDelta { text: text.clone() })
-                    }
-                    StreamEvent::ToolCall(call) => emit(events, AgentEvent::ToolCall(call.clone())),
-                    StreamEvent::Usage(_) | StreamEvent::Finish { .. } => {}
+        while let Some(event) = stream.next().await {
+            let event = event?;
+            match &event {
+                StreamEvent::TextDelta { text } => emit(events, AgentEvent::TextDelta { text: text.clone() }),
+                StreamEvent::ReasoningDelta { text } => {
+                    emit(events, AgentEvent::ReasoningDelta { text: text.clone() })
                 }
-                completion.apply(event);
+                StreamEvent::ToolCall(call) => emit(events, AgentEvent::ToolCall(call.clone())),
+                StreamEvent::Usage(_) | StreamEvent::Finish { .. } => {}
             }
-            let usage = completion.usage.unwrap_or_else(|| Usage {
-                input_tokens: input_estimate,
-                output_tokens: self.counter.count_text(&completion.text)
-                    + self.counter.count_text(&completion.reasoning),
-                ..Usage::default()
-            });
-            completion.usage = Some(usage);
-            let span = tracing::Span::current();
-            span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", usage.output_tokens);
-            emit(events, AgentEvent::Usage { model: info.model.clone(), usage });
-            Ok(completion)
+            completion.apply(event);
         }
-        .instrument(span)
-        .await
+        let usage = completion.usage.unwrap_or_else(|| Usage {
+            input_tokens: input_estimate,
+            output_tokens: self.counter.count_text(&completion.text)
+                + self.counter.count_text(&completion.reasoning),
+            ..Usage::default()
+        });
+        completion.usage = Some(usage);
+        emit(events, AgentEvent::Usage { model: info.model.clone(), usage });
+        Ok(completion)
     }
 
     fn summarizer(&self) -> Result<Arc<dyn ChatModel>> {
@@ -798,7 +777,7 @@ impl SessionAgent {
             if estimate + reserve > info.context_window {
                 continue; // known not to fit: do not even send it (protects servers that truncate silently)
             }
-            match self.stream_summary(summarizer, request, &mut summary, &cache.session.id, events).await {
+            match self.stream_summary(summarizer, request, &mut summary, events).await {
                 Ok(usage) => break Ok((level, usage)),
                 Err(AgentError::Model(err)) if err.is_context_overflow() => {
                     emit(
@@ -864,62 +843,42 @@ impl SessionAgent {
         model: &dyn ChatModel,
         request: ChatRequest,
         summary: &mut Message,
-        session_id: &str,
         events: Option<&EventSender>,
     ) -> Result<Usage> {
-        let info = model.info();
-        let span = tracing::info_span!(
-            "model_call",
-            otel.name = %format!("summarize {}", info.model),
-            gen_ai.operation.name = "summarize",
-            gen_ai.provider.name = %info.provider,
-            gen_ai.request.model = %info.model,
-            gen_ai.conversation.id = %session_id,
-            gen_ai.usage.input_tokens = field::Empty,
-            gen_ai.usage.output_tokens = field::Empty,
-        );
         let input_estimate = self.counter.count_request(&request);
         let mut stream = model.stream(request);
         let mut text = String::new();
         let mut reported: Option<Usage> = None;
         let mut last_persist = Instant::now();
         let mut persisted_len = 0;
-        async {
-            while let Some(event) = stream.next().await {
-                match event? {
-                    StreamEvent::TextDelta { text: delta } => {
-                        emit(events, AgentEvent::CompactionDelta { text: delta.clone() });
-                        text.push_str(&delta);
-                        if last_persist.elapsed() >= self.settings.persist_interval
-                            && text.len() > persisted_len
-                        {
-                            summary.parts = vec![Part::Text { text: text.clone() }];
-                            summary.updated_at = now_ms();
-                            self.store.update_message(summary).await?;
-                            last_persist = Instant::now();
-                            persisted_len = text.len();
-                        }
+        while let Some(event) = stream.next().await {
+            match event? {
+                StreamEvent::TextDelta { text: delta } => {
+                    emit(events, AgentEvent::CompactionDelta { text: delta.clone() });
+                    text.push_str(&delta);
+                    if last_persist.elapsed() >= self.settings.persist_interval && text.len() > persisted_len
+                    {
+                        summary.parts = vec![Part::Text { text: text.clone() }];
+                        summary.updated_at = now_ms();
+                        self.store.update_message(summary).await?;
+                        last_persist = Instant::now();
+                        persisted_len = text.len();
                     }
-                    StreamEvent::Usage(usage) => reported = Some(usage),
-                    StreamEvent::ReasoningDelta { .. }
-                    | StreamEvent::ToolCall(_)
-                    | StreamEvent::Finish { .. } => {}
                 }
+                StreamEvent::Usage(usage) => reported = Some(usage),
+                StreamEvent::ReasoningDelta { .. }
+                | StreamEvent::ToolCall(_)
+                | StreamEvent::Finish { .. } => {}
             }
-            summary.parts = vec![Part::Text { text: text.clone() }];
-            let usage = reported.unwrap_or(Usage {
-                input_tokens: input_estimate,
-                output_tokens: self.counter.count_text(&text),
-                ..Usage::default()
-            });
-            let span = tracing::Span::current();
-            span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", usage.output_tokens);
-            emit(events, AgentEvent::Usage { model: info.model.clone(), usage });
-            Ok(usage)
         }
-        .instrument(span)
-        .await
+        summary.parts = vec![Part::Text { text: text.clone() }];
+        let usage = reported.unwrap_or(Usage {
+            input_tokens: input_estimate,
+            output_tokens: self.counter.count_text(&text),
+            ..Usage::default()
+        });
+        emit(events, AgentEvent::Usage { model: model.info().model.clone(), usage });
+        Ok(usage)
     }
 
     fn new_message(&self, session_id: &str, role: Role, parts: Vec<Part>) -> Message {

@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use phosphor_agent::{Models, SessionAgent};
-use phosphor_core::Usage;
-use phosphor_core::config::Options;
+use phosphor_core::config::{ModelConfig, Options, ProviderConfig};
+use phosphor_llm::OpenAiModel;
 use phosphor_store::SqliteStore;
-use phosphor_testkit::{ScriptedModel, text_turn};
+use phosphor_testkit::{MockServer, sse_text};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -48,11 +48,18 @@ impl<S: tracing::Subscriber> Layer<S> for Spans {
 async fn turns_model_calls_and_compactions_have_spans_with_gen_ai_attributes() {
     let spans = Spans::default();
     let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
-    let usage = |i, o| Some(Usage { input_tokens: i, output_tokens: o, ..Usage::default() });
-    let model = Arc::new(ScriptedModel::new(vec![
-        text_turn("Hello.", usage(42, 3)),
-        text_turn("Summary.", usage(60, 7)),
-    ]));
+    let server =
+        MockServer::start(vec![sse_text(&["Hello."], Some((42, 3))), sse_text(&["Summary."], Some((60, 7)))])
+            .await;
+    let provider = ProviderConfig { base_url: server.base_url(), ..ProviderConfig::default() };
+    let config = ModelConfig {
+        provider: "mock".into(),
+        model: "gpt-test".into(),
+        context_window: 8000,
+        max_output_tokens: 256,
+    };
+    let secret = "sk-telemetry-secret-123";
+    let model = Arc::new(OpenAiModel::with_api_key("mock", &provider, &config, Some(secret)).unwrap());
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
     let agent = SessionAgent::new(store, Models::new(model), Options::default());
     let session = agent.create_session("t").await.unwrap().id;
@@ -60,28 +67,33 @@ async fn turns_model_calls_and_compactions_have_spans_with_gen_ai_attributes() {
     agent.compact(&session, None, None).await.unwrap();
 
     let spans = spans.0.lock().unwrap().clone();
-    let find = |otel_name: &str| {
+    let all = |otel_name: &str| -> Vec<HashMap<String, String>> {
         spans
             .iter()
-            .find(|(_, _, f)| f.get("otel.name").map(String::as_str) == Some(otel_name))
-            .unwrap_or_else(|| panic!("no span {otel_name:?} in {spans:#?}"))
-            .2
-            .clone()
+            .filter(|(_, _, f)| f.get("otel.name").map(String::as_str) == Some(otel_name))
+            .map(|(_, _, f)| f.clone())
+            .collect()
     };
-    let turn = find("invoke_agent phosphor");
-    assert_eq!(turn["gen_ai.conversation.id"], session);
-    let chat = find("chat scripted-model");
-    assert_eq!(chat["gen_ai.operation.name"], "chat");
-    assert_eq!(chat["gen_ai.provider.name"], "scripted");
-    assert_eq!(chat["gen_ai.request.model"], "scripted-model");
-    assert_eq!(chat["gen_ai.conversation.id"], session);
-    assert_eq!(chat["gen_ai.usage.input_tokens"], "42");
-    assert_eq!(chat["gen_ai.usage.output_tokens"], "3");
-    let summarize = find("summarize scripted-model");
-    assert_eq!(summarize["gen_ai.usage.output_tokens"], "7");
-    let compaction = find("compaction");
-    assert_eq!(compaction["gen_ai.conversation.compacted"], "true");
-    let before: u64 = compaction["phosphor.compaction.tokens_before"].parse().unwrap();
-    let after: u64 = compaction["phosphor.compaction.tokens_after"].parse().unwrap();
+    let turn = all("invoke_agent phosphor");
+    assert_eq!(turn.len(), 1, "{spans:#?}");
+    assert_eq!(turn[0]["gen_ai.conversation.id"], session);
+    // One client span per model call (the turn's and the summarizer's), from the backend.
+    let calls = all("chat gpt-test");
+    assert_eq!(calls.len(), 2, "{spans:#?}");
+    for (call, (input, output)) in calls.iter().zip([("42", "3"), ("60", "7")]) {
+        assert_eq!(call["gen_ai.operation.name"], "chat");
+        assert_eq!(call["gen_ai.provider.name"], "mock");
+        assert_eq!(call["gen_ai.request.model"], "gpt-test");
+        assert_eq!(call["gen_ai.conversation.id"], session);
+        assert_eq!(call["gen_ai.usage.input_tokens"], input);
+        assert_eq!(call["gen_ai.usage.output_tokens"], output);
+    }
+    let compaction = all("compaction");
+    assert_eq!(compaction.len(), 1);
+    assert_eq!(compaction[0]["gen_ai.conversation.compacted"], "true");
+    let before: u64 = compaction[0]["phosphor.compaction.tokens_before"].parse().unwrap();
+    let after: u64 = compaction[0]["phosphor.compaction.tokens_after"].parse().unwrap();
     assert!(before > 0 && after > 0, "{compaction:?}");
+    let recorded = format!("{spans:?}");
+    assert!(!recorded.contains(secret), "the API key appears in a span");
 }
