@@ -9,8 +9,8 @@ use futures::StreamExt;
 use phosphor_core::config::{Options, SummarizeModel};
 use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
 use phosphor_core::{
-    ApproxCounter, ChatModel, ChatRequest, Completion, Message, MessageStatus, Part, Role, Session,
-    StreamEvent, TokenCounter, TokenLedger, Usage,
+    ApproxCounter, ChatModel, ChatRequest, Completion, FinishReason, Message, MessageStatus, Part, Role,
+    Session, StreamEvent, TokenCounter, TokenLedger, Usage,
 };
 use phosphor_prompt::{Profiles, SummaryContext};
 use phosphor_store::SessionStore;
@@ -121,9 +121,18 @@ struct Cache {
 
 impl Cache {
     fn push(&mut self, counter: &dyn TokenCounter, message: Message) {
-        self.ledger.push(counter, &message);
+        self.ledger.push(counter, &summary_as_context(&message));
         self.history.push(message);
     }
+}
+
+/// Counts each message as it is sent (a summary with its preface).
+fn shown_ledger(counter: &dyn TokenCounter, history: &[Message]) -> TokenLedger {
+    let mut ledger = TokenLedger::new();
+    for message in history {
+        ledger.push(counter, &summary_as_context(message));
+    }
+    ledger
 }
 
 impl SessionAgent {
@@ -308,7 +317,7 @@ impl SessionAgent {
             }
         }
         let history = self.store.history(session_id).await?;
-        let ledger = TokenLedger::from_messages(self.counter.as_ref(), &history);
+        let ledger = shown_ledger(self.counter.as_ref(), &history);
         Ok(Cache { session, history, ledger, calibration: None })
     }
 
@@ -350,8 +359,23 @@ impl SessionAgent {
         let window = info.context_window;
         let reserve = Self::reserve(large.as_ref());
 
+        // A message that cannot fit even alone: no compaction can help. It is stored (never lost)
+        // but marked failed, so it never becomes history and cannot wedge the session.
+        let mut user = self.new_message(&cache.session.id, Role::User, vec![Part::Text { text: prompt }]);
+        let user_tokens = self.counter.count_message(&user);
+        let overhead = self.fixed_tokens() + reserve;
+        if user_tokens + overhead > window {
+            user.status = MessageStatus::Failed;
+            self.store.append_message(&user).await?;
+            return Err(AgentError::MessageTooLarge {
+                tokens: user_tokens,
+                overhead,
+                window,
+                model: info.model,
+            });
+        }
+
         // Store the user message first: it is never lost, whatever happens next.
-        let user = self.new_message(&cache.session.id, Role::User, vec![Part::Text { text: prompt }]);
         self.store.append_message(&user).await?;
         let user_id = user.id.clone();
         if cache.session.title.is_empty() {
@@ -363,24 +387,18 @@ impl SessionAgent {
             AgentEvent::TurnStarted { session_id: cache.session.id.clone(), message_id: user_id.clone() },
         );
 
-        // A message that cannot fit even alone: no compaction can help.
-        let user_tokens = cache.ledger.counts().last().copied().unwrap_or(0);
-        let overhead = self.fixed_tokens() + reserve;
-        if user_tokens + overhead > window {
-            return Err(AgentError::MessageTooLarge {
-                tokens: user_tokens,
-                overhead,
-                window,
-                model: info.model,
-            });
-        }
-
         // Post-user-message overflow check, then the pre-request threshold check (spec order).
+        // At most one automatic compaction per turn: `attempted` is set by the first try, whether
+        // it compacted or found nothing to fold; `warned` keeps the still-over-threshold warning to one.
         let mut compaction: Option<CompactionReport> = None;
+        let mut attempted = false;
+        let mut warned = false;
         let estimate = self.estimate(cache);
         let keep_from = cache.history.len() - 1; // the new user message stays verbatim after the summary
         if let Some(reason) = self.trigger(estimate, reserve, window) {
-            compaction = self.auto_compact(cache, reason, keep_from, reserve, window, events).await?;
+            attempted = true;
+            compaction = self.auto_compact(cache, reason, keep_from, events).await?;
+            self.after_compaction(cache, reserve, window, &mut warned, events)?;
         }
 
         let mut model_calls = 0u32;
@@ -402,12 +420,12 @@ impl SessionAgent {
             if model_calls > 0 {
                 let estimate = self.estimate(cache);
                 if let Some(reason) = self.trigger(estimate, reserve, window) {
-                    if compaction.is_none() {
+                    if !attempted {
+                        attempted = true;
                         let cut = keep_after_last_user(&cache.history);
-                        compaction = self.auto_compact(cache, reason, cut, reserve, window, events).await?;
-                    } else {
-                        self.after_compaction(cache, reserve, window, events)?;
+                        compaction = self.auto_compact(cache, reason, cut, events).await?;
                     }
+                    self.after_compaction(cache, reserve, window, &mut warned, events)?;
                 }
             }
 
@@ -423,12 +441,15 @@ impl SessionAgent {
                         events,
                         AgentEvent::Warning { message: format!("{err}; compacting and retrying once") },
                     );
-                    if compaction.is_none() {
+                    if !attempted {
+                        attempted = true;
                         let cut = keep_after_last_user(&cache.history);
-                        let report =
-                            self.summarize(cache, CompactionReason::Rejected, None, cut, events).await?;
-                        compaction = Some(report);
-                        continue;
+                        if let Some(report) =
+                            self.auto_compact(cache, CompactionReason::Rejected, cut, events).await?
+                        {
+                            compaction = Some(report);
+                            continue;
+                        }
                     }
                     return Err(AgentError::StillOverflowing {
                         tokens: self.estimate(cache),
@@ -506,31 +527,28 @@ impl SessionAgent {
         }
     }
 
-    /// The turn's one automatic compaction. Nothing to fold is not an error while the request fits.
+    /// The turn's one automatic compaction; `None` when there was nothing to fold.
     async fn auto_compact(
         &self,
         cache: &mut Cache,
         reason: CompactionReason,
         keep_from: usize,
-        reserve: u64,
-        window: u64,
         events: Option<&EventSender>,
     ) -> Result<Option<CompactionReport>> {
-        let report = match self.summarize(cache, reason, None, keep_from, events).await {
-            Ok(report) => Some(report),
-            Err(AgentError::NothingToCompact) => None,
-            Err(err) => return Err(err),
-        };
-        self.after_compaction(cache, reserve, window, events)?;
-        Ok(report)
+        match self.summarize(cache, reason, None, keep_from, events).await {
+            Ok(report) => Ok(Some(report)),
+            Err(AgentError::NothingToCompact) => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
-    /// After the turn's one compaction: go on with a warning if the request fits, stop otherwise.
+    /// After the turn's one compaction: go on (warning once) if the request fits, stop otherwise.
     fn after_compaction(
         &self,
         cache: &Cache,
         reserve: u64,
         window: u64,
+        warned: &mut bool,
         events: Option<&EventSender>,
     ) -> Result<()> {
         let estimate = self.estimate(cache);
@@ -539,7 +557,8 @@ impl SessionAgent {
             return Err(AgentError::StillOverflowing { tokens: estimate, window, model });
         }
         let fraction = estimate as f64 / window as f64;
-        if fraction >= self.options.summarize_threshold {
+        if fraction >= self.options.summarize_threshold && !*warned {
+            *warned = true;
             emit(
                 events,
                 AgentEvent::Warning {
@@ -567,7 +586,14 @@ impl SessionAgent {
         ChatRequest {
             messages,
             tools: self.tools.specs(),
-            max_output_tokens: Some(self.models.large.info().max_output_tokens),
+            // Never ask for more than fits: the reserve check may have used a capped reserve.
+            max_output_tokens: Some(
+                self.models
+                    .large
+                    .info()
+                    .max_output_tokens
+                    .min(self.models.large.info().context_window.saturating_sub(self.estimate(cache)).max(1)),
+            ),
             temperature: None,
             conversation_id: Some(cache.session.id.clone()),
         }
@@ -675,6 +701,7 @@ impl SessionAgent {
                     duration,
                 })
             }
+            Err(AgentError::NothingToCompact) => Err(AgentError::NothingToCompact),
             Err(err) => {
                 emit(events, AgentEvent::CompactionFailed { error: err.to_string() });
                 Err(err)
@@ -698,10 +725,19 @@ impl SessionAgent {
         let previous = cache.history.first().filter(|m| m.is_summary).cloned();
         let first = usize::from(previous.is_some());
         let keep_from = keep_from.clamp(first, cache.history.len());
+        // Recent turns are kept verbatim only as far as they leave room, after the compaction, for
+        // the summary, what must stay after it anyway, and the answer: a kept tail that overflows
+        // would defeat the compaction.
+        let large = self.models.large.as_ref();
+        let pending: u64 = cache.ledger.counts()[keep_from..].iter().sum();
+        let room = large
+            .info()
+            .context_window
+            .saturating_sub(self.fixed_tokens() + Self::reserve(large) + pending + Self::reserve(summarizer));
         let recent = first
             + phosphor_prune::keep_recent_split(
                 &cache.history[first..keep_from],
-                self.options.summarize_keep_recent_tokens,
+                self.options.summarize_keep_recent_tokens.min(room),
                 counter,
             );
         let fold = &cache.history[first..recent];
@@ -712,6 +748,9 @@ impl SessionAgent {
         let mut trail =
             previous.as_ref().map(|p| ArtifactTrail::parse(&p.text_content())).unwrap_or_default();
         trail.merge(ArtifactTrail::collect(fold));
+
+        // Step 2: standard pruning of tool outputs (the ladder below prunes harder when needed).
+        let mut ladder = Ladder::new(fold, &self.options, counter);
 
         // Step 3: the prompt, with the previous summary for iterative compaction.
         let previous_text = previous.as_ref().map(|p| strip_trail(&p.text_content()).to_owned());
@@ -758,12 +797,10 @@ impl SessionAgent {
         // Steps 2 and 5, with overflow recovery: walk the shedding ladder until the input fits and
         // the summarizer accepts it.
         let reserve = Self::reserve(summarizer);
-        let mut ladder = Ladder::new(fold, &self.options, counter);
         let outcome = loop {
             let Some((level, input)) = ladder.next_input() else {
-                let tokens = ladder.smallest_tokens + counter.count_text(&rendered.text);
                 break Err(AgentError::NothingToShed {
-                    tokens,
+                    tokens: ladder.smallest_tokens,
                     window: info.context_window,
                     model: info.model.clone(),
                 });
@@ -821,10 +858,11 @@ impl SessionAgent {
         let mut history = Vec::with_capacity(1 + cache.history.len() - recent);
         history.push(summary.clone());
         history.extend(cache.history[recent..].iter().cloned());
-        let ledger = TokenLedger::from_messages(counter, &history);
+        let ledger = shown_ledger(counter, &history);
         let mut session = cache.session.clone();
         session.summary_message_id = Some(summary.id.clone());
-        session.current_tokens = ledger.total();
+        // Spec step 7: recalculated from the summary content (as a model is shown it).
+        session.current_tokens = ledger.counts().first().copied().unwrap_or(0);
         session.completion_tokens = usage.output_tokens;
         session.prompt_tokens = 0;
         session.updated_at = now_ms();
@@ -849,6 +887,7 @@ impl SessionAgent {
         let mut stream = model.stream(request);
         let mut text = String::new();
         let mut reported: Option<Usage> = None;
+        let mut finish: Option<FinishReason> = None;
         let mut last_persist = Instant::now();
         let mut persisted_len = 0;
         while let Some(event) = stream.next().await {
@@ -866,12 +905,28 @@ impl SessionAgent {
                     }
                 }
                 StreamEvent::Usage(usage) => reported = Some(usage),
-                StreamEvent::ReasoningDelta { .. }
-                | StreamEvent::ToolCall(_)
-                | StreamEvent::Finish { .. } => {}
+                StreamEvent::Finish { reason } => finish = Some(reason),
+                StreamEvent::ReasoningDelta { .. } | StreamEvent::ToolCall(_) => {}
             }
         }
         summary.parts = vec![Part::Text { text: text.clone() }];
+        // A summary that did not really finish must never replace the history.
+        let incomplete = |reason: String| Err(AgentError::SummaryIncomplete { reason });
+        match &finish {
+            Some(FinishReason::Cancelled) => return incomplete("cancelled".into()),
+            Some(FinishReason::ContentFilter) => return incomplete("stopped by the content filter".into()),
+            Some(FinishReason::Error(error)) => return incomplete(format!("the model failed: {error}")),
+            Some(FinishReason::Length) => emit(
+                events,
+                AgentEvent::Warning {
+                    message: "the summary reached the output limit and may be cut short".into(),
+                },
+            ),
+            _ => {}
+        }
+        if text.trim().is_empty() {
+            return incomplete("the summarizer returned no text".into());
+        }
         let usage = reported.unwrap_or(Usage {
             input_tokens: input_estimate,
             output_tokens: self.counter.count_text(&text),
@@ -913,14 +968,22 @@ struct SummaryGuard {
 
 impl Drop for SummaryGuard {
     fn drop(&mut self) {
-        let Some(mut message) = self.message.take() else { return };
+        let Some(message) = self.message.take() else { return };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let store = self.store.clone();
-        message.status = MessageStatus::Cancelled;
-        message.updated_at = now_ms();
         runtime.spawn(async move {
-            // Best effort: a summary left `Streaming` is marked cancelled on the next load anyway.
-            if let Err(err) = store.update_message(&message).await {
+            // Re-read the row so that the deltas already persisted stay. Best effort: a summary
+            // left `Streaming` is marked cancelled on the next load anyway.
+            let marked = async {
+                let Some(mut stored) = store.message(&message.id).await? else { return Ok(()) };
+                if stored.status == MessageStatus::Streaming {
+                    stored.status = MessageStatus::Cancelled;
+                    stored.updated_at = now_ms();
+                    store.update_message(&stored).await?;
+                }
+                Ok::<(), phosphor_store::StoreError>(())
+            };
+            if let Err(err) = marked.await {
                 tracing::warn!(error = %err, "could not mark the cancelled summary");
             }
         });

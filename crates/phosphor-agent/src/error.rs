@@ -72,6 +72,13 @@ pub enum AgentError {
         /// The summarizer.
         model: String,
     },
+    /// The summarizer's answer ended without a usable summary (cancelled, filtered, failed or
+    /// empty). It is marked failed and the session is unchanged; compact again later.
+    #[error("the summary is incomplete: {reason}")]
+    SummaryIncomplete {
+        /// What was wrong with it.
+        reason: String,
+    },
     /// There is nothing to summarize (the history is empty or only the kept recent turns).
     #[error("nothing to compact: the history since the last summary has no message that would be folded")]
     NothingToCompact,

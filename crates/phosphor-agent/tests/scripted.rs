@@ -224,7 +224,9 @@ async fn token_fields_right_after_a_summary() {
     assert_eq!(session.summary_message_id.as_deref(), Some(report.summary_message_id.as_str()));
     assert_eq!(session.prompt_tokens, 0);
     assert_eq!(session.completion_tokens, 33);
-    assert_eq!(session.current_tokens, ApproxCounter.count_message(&summary));
+    // Step 7: from the summary content, counted as a model is shown it.
+    let shown = Message::user(format!("{SUMMARY_PREFIX}{}", summary.text_content()));
+    assert_eq!(session.current_tokens, ApproxCounter.count_message(&shown));
 }
 
 #[tokio::test]
@@ -412,23 +414,26 @@ async fn prompts_sent_while_a_summary_streams_are_all_answered_in_order() {
     for answer in ["first", "second", "third"] {
         scripts.push(text_turn(answer, None));
     }
-    let h = harness(ScriptedModel::new(scripts), Options::default()).await;
+    let model = ScriptedModel::new(scripts).with_event_delay(Duration::from_millis(10));
+    let h = harness(model, Options::default()).await;
     fill(&h, 2).await;
     let h = Arc::new(h);
-    // The summary streams slowly; it starts with the manual compaction.
-    let model_delay = Duration::from_millis(30);
-    let _ = model_delay;
+    // The summary streams slowly (10 deltas, 10 ms apart); the prompts arrive while it does.
     let compacting = {
         let h = h.clone();
         tokio::spawn(async move { h.agent.compact(&h.session, Some("focus on files"), None).await })
     };
     tokio::time::sleep(Duration::from_millis(5)).await;
     let mut turns = Vec::new();
+    let mut receivers = Vec::new();
     for prompt in ["one", "two", "three"] {
         let h = h.clone();
-        turns.push(tokio::spawn(async move { h.agent.run_turn(&h.session, prompt, None).await }));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        receivers.push(rx);
+        turns.push(tokio::spawn(async move { h.agent.run_turn(&h.session, prompt, Some(&tx)).await }));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    assert!(!compacting.is_finished(), "the prompts must arrive while the summary streams");
     compacting.await.unwrap().unwrap();
     let answers: Vec<String> = futures::future::join_all(turns)
         .await
@@ -436,6 +441,9 @@ async fn prompts_sent_while_a_summary_streams_are_all_answered_in_order() {
         .map(|r| r.unwrap().unwrap().final_message.text_content())
         .collect();
     assert_eq!(answers, ["first", "second", "third"]);
+    for mut rx in receivers {
+        assert!(matches!(collect(&mut rx).first(), Some(AgentEvent::Queued { .. })));
+    }
     let stored = h.store.messages(&h.session).await.unwrap();
     let users: Vec<String> =
         stored.iter().filter(|m| m.role == Role::User).map(Message::text_content).skip(2).collect();
@@ -623,4 +631,65 @@ async fn a_file_database_survives_a_restart_and_the_new_agent_continues_from_the
     assert_eq!(request.messages.len(), 2);
     assert!(request.messages[0].text_content().contains("Summary before the restart."));
     assert_eq!(store.messages(&session).await.unwrap().len(), 2 * 4 + 1 + 2);
+}
+
+#[tokio::test]
+async fn a_summary_that_did_not_finish_never_becomes_history() {
+    for broken in [
+        vec![
+            Ok(StreamEvent::TextDelta { text: "half a summ".into() }),
+            Ok(StreamEvent::Finish { reason: FinishReason::Cancelled }),
+        ],
+        vec![Ok(StreamEvent::Finish { reason: FinishReason::Stop })],
+        vec![
+            Ok(StreamEvent::TextDelta { text: "filtered".into() }),
+            Ok(StreamEvent::Finish { reason: FinishReason::ContentFilter }),
+        ],
+    ] {
+        let mut scripts = fill_scripts(1);
+        scripts.push(broken);
+        let h = harness(ScriptedModel::new(scripts), Options::default()).await;
+        fill(&h, 1).await;
+        let before = h.store.session(&h.session).await.unwrap().unwrap();
+        let err = h.agent.compact(&h.session, None, None).await.unwrap_err();
+        assert!(matches!(err, AgentError::SummaryIncomplete { .. }), "{err:?}");
+        assert_eq!(h.store.session(&h.session).await.unwrap().unwrap(), before);
+        let summary = h.store.messages(&h.session).await.unwrap().into_iter().find(|m| m.is_summary).unwrap();
+        assert_eq!(summary.status, MessageStatus::Failed);
+        assert_eq!(h.store.history(&h.session).await.unwrap().len(), 4);
+    }
+}
+
+#[tokio::test]
+async fn a_refused_oversized_message_does_not_wedge_the_session() {
+    let h = harness(
+        ScriptedModel::new(vec![text_turn("Fine.", None)]).with_info(info(1000, 100)),
+        Options::default(),
+    )
+    .await;
+    assert!(matches!(
+        h.agent.run_turn(&h.session, long("huge", 8000), None).await,
+        Err(AgentError::MessageTooLarge { .. })
+    ));
+    let outcome = h.agent.run_turn(&h.session, "hi", None).await.unwrap();
+    assert_eq!(outcome.final_message.text_content(), "Fine.");
+    assert!(outcome.compaction.is_none());
+    let request = h.model.requests().pop().unwrap();
+    assert!(!request.messages.iter().any(|m| m.text_content().contains("huge")));
+    assert_eq!(h.store.messages(&h.session).await.unwrap().len(), 3, "the refused message stays stored");
+}
+
+#[tokio::test]
+async fn no_room_for_the_answer_forces_a_compaction_below_the_threshold() {
+    // Window 4,000 with a 1,000-token answer reserve: ~3,100 tokens is under 80% but leaves no room.
+    let mut scripts = fill_scripts(3);
+    scripts.push(text_turn("Summary.", None));
+    scripts.push(text_turn("Answer.", None));
+    let h = harness(ScriptedModel::new(scripts).with_info(info(4000, 1000)), Options::default()).await;
+    fill(&h, 3).await;
+    let outcome = h.agent.run_turn(&h.session, long("question", 7400), None).await.unwrap();
+    assert_eq!(outcome.compaction.map(|c| c.reason), Some(CompactionReason::OutputReserve));
+    let last = h.model.requests().pop().unwrap();
+    let estimate = ApproxCounter.count_request(&last);
+    assert!(last.max_output_tokens.unwrap() <= 4000 - estimate, "the request asks for more than fits");
 }
