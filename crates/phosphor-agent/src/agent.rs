@@ -37,6 +37,18 @@ impl Models {
     pub fn new(large: Arc<dyn ChatModel>) -> Models {
         Models { large, small: None, embedded: None }
     }
+
+    /// Loads the local model of `embedded_models.inference` (downloading it on first use) as the
+    /// `embedded` summarizer. The model is loaded once per process and shared.
+    #[cfg(feature = "embedded")]
+    pub async fn with_embedded(
+        mut self,
+        inference: &phosphor_core::config::InferenceConfig,
+    ) -> Result<Models, phosphor_embedded::error::EmbeddedError> {
+        let model: Arc<dyn ChatModel> = phosphor_embedded::load(inference).await?;
+        self.embedded = Some(model);
+        Ok(self)
+    }
 }
 
 /// How a turn ended.
@@ -80,11 +92,19 @@ pub struct AgentSettings {
     pub persist_interval: Duration,
     /// The workspace directory, shown to the summarizer.
     pub workspace: Option<String>,
+    /// The most tokens a summary may have (also capped by the summarizer's own limit and a
+    /// quarter of its window).
+    pub summary_max_output_tokens: u64,
 }
 
 impl Default for AgentSettings {
     fn default() -> AgentSettings {
-        AgentSettings { max_tool_rounds: 25, persist_interval: Duration::from_millis(250), workspace: None }
+        AgentSettings {
+            max_tool_rounds: 25,
+            persist_interval: Duration::from_millis(250),
+            workspace: None,
+            summary_max_output_tokens: 4096,
+        }
     }
 }
 
@@ -796,7 +816,7 @@ impl SessionAgent {
 
         // Steps 2 and 5, with overflow recovery: walk the shedding ladder until the input fits and
         // the summarizer accepts it.
-        let reserve = Self::reserve(summarizer);
+        let reserve = Self::reserve(summarizer).min(self.settings.summary_max_output_tokens);
         let outcome = loop {
             let Some((level, input)) = ladder.next_input() else {
                 break Err(AgentError::NothingToShed {

@@ -21,6 +21,10 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
 
+    /// A local GGUF model to use as the session's model (run in-process; overrides models.large).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub model_path: Option<PathBuf>,
+
     /// More logging on stderr (-v info and error causes, -vv debug, -vvv trace); RUST_LOG wins when set.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -48,6 +52,21 @@ pub enum Command {
     /// Summarization prompt profiles.
     #[command(subcommand)]
     Profiles(ProfilesCommand),
+    /// Local (embedded) models.
+    #[command(subcommand)]
+    Models(ModelsCommand),
+}
+
+/// `phosphor models ...`.
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// The short model names, which the embedded engine can run, and which are downloaded already.
+    List,
+    /// Downloads a model now (default: the configured one, else the default model), with progress.
+    Pull {
+        /// A short name or a Hugging Face repo id (`owner/name` or `owner/name:file.gguf`).
+        name: Option<String>,
+    },
 }
 
 /// Which session a turn goes to.

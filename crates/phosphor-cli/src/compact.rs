@@ -46,7 +46,7 @@ pub async fn compact(globals: &Globals, args: CompactArgs) -> Result<()> {
         return print_out(&dry_run(&transcript, &source, &loaded.config, args.context_window));
     }
 
-    let models = models::build(&loaded.config, Purpose::Compact)?;
+    let models = models::build(&loaded.config, Purpose::Compact, globals.model_path.as_deref()).await?;
     let system_count = transcript.messages.iter().take_while(|m| m.role == Role::System).count();
     let (system, rest) = transcript.messages.split_at(system_count);
     if rest.is_empty() {

@@ -79,20 +79,18 @@ fn notes(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
         }
     }
     if config.models.large.is_none() {
-        notes.push(
-            "models.large is not set: chat and run need a model, and the embedded engine is not available in this \
-             build"
-                .to_owned(),
-        );
+        let inference = &config.embedded_models.inference;
+        let local = match (&inference.model_path, &inference.model_repo) {
+            (Some(path), _) if inference.enabled => path.display().to_string(),
+            (None, Some(repo)) if inference.enabled => repo.clone(),
+            _ => format!("the default model, {}", phosphor_embedded::default_model().name),
+        };
+        notes.push(format!("models.large is not set: chat and run use the embedded model ({local})"));
     }
     match config.options.summarize_model {
-        SummarizeModel::Embedded => notes.push(
-            "options.summarize_model is \"embedded\", but the embedded engine is not available in this build; \
-             compaction will fail (use main, large or small)"
-                .to_owned(),
-        ),
         SummarizeModel::Small if config.models.small.is_none() => notes.push(
-            "options.summarize_model is \"small\", but models.small is not set; compaction will fail".to_owned(),
+            "options.summarize_model is \"small\", but models.small is not set; compaction will fail"
+                .to_owned(),
         ),
         _ => {}
     }

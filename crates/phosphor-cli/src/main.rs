@@ -13,16 +13,17 @@
 //! Global flags (`--db PATH`, `--config FILE`, `--workspace DIR`, `-v`) are accepted before or after
 //! the command. Sessions live in SQLite at `phosphor/sessions.db` in the platform's local data
 //! directory unless `--db` says otherwise. Models are remote OpenAI-compatible endpoints configured
-//! in `phosphor.json` (`providers` and `models.large`, optionally `models.small`); the embedded
-//! engine is not part of this build.
+//! in `phosphor.json` (`providers` and `models.large`, optionally `models.small`), or a local GGUF
+//! model run in-process by the embedded engine: `--model-path FILE`, `embedded_models.inference`,
+//! and, with no model configured at all, the default embedded model (downloaded on first use).
+//! `phosphor models list | pull` shows and downloads local models.
 //!
 //! `chat` and `run` give the model three read-only tools confined to the workspace directory
 //! (`--workspace`, default the current directory): `read_file`, `list_dir` and `search_text`. Paths
 //! that leave it (`..`, absolute paths elsewhere, symlinks pointing out) get an error result; nothing
 //! is ever written.
 //!
-//! Not in this build: the embedded engine (`summarize_model: "embedded"`, `--model-path`,
-//! `phosphor models pull|list`) and OTLP export.
+//! Not in this build: OTLP export.
 //!
 //! # Exit codes
 //!
@@ -58,7 +59,7 @@ use clap::Parser;
 use phosphor_core::config::ConfigSources;
 use phosphor_prompt::Profiles;
 
-use crate::cli::{Cli, Command, ConfigCommand, ProfilesCommand, SessionsCommand};
+use crate::cli::{Cli, Command, ConfigCommand, ModelsCommand, ProfilesCommand, SessionsCommand};
 
 /// A command called the wrong way (exit code 2).
 #[derive(Debug)]
@@ -93,6 +94,8 @@ pub struct Globals {
     pub config: Option<PathBuf>,
     /// `--workspace`, or the current directory.
     pub workspace: PathBuf,
+    /// `--model-path`.
+    pub model_path: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -159,7 +162,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().map_err(|err| anyhow!("cannot read the current directory: {err}"))?,
     };
-    let globals = Globals { db: cli.db, config: cli.config, workspace };
+    let globals = Globals { db: cli.db, config: cli.config, workspace, model_path: cli.model_path };
     match cli.command {
         Command::Sessions(command) => sessions_command(&globals, command).await,
         Command::Config(ConfigCommand::Check) => {
@@ -190,6 +193,13 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Chat(args) => chat::chat(&globals, args).await,
         Command::Run(args) => run::run(&globals, args).await,
         Command::Compact(args) => compact::compact(&globals, args).await,
+        Command::Models(command) => {
+            let config = config_check::load(&globals.workspace, globals.config.as_deref())?.config;
+            match command {
+                ModelsCommand::List => print_out(&models::list(&phosphor_embedded::HubSettings::from_env())),
+                ModelsCommand::Pull { name } => models::pull(&config, name.as_deref()).await,
+            }
+        }
     }
 }
 

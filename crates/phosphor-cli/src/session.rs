@@ -35,7 +35,7 @@ pub async fn setup(globals: &Globals) -> Result<Setup> {
     for warning in &loaded.warnings {
         warn(warning);
     }
-    let models = models::build(&loaded.config, Purpose::Turns)?;
+    let models = models::build(&loaded.config, Purpose::Turns, globals.model_path.as_deref()).await?;
     let workspace = Workspace::new(&globals.workspace)?;
     let db = sessions::db_path(globals.db.as_deref())?;
     let store = sessions::open_store(&db).await?;

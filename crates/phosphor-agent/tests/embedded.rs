@@ -1,0 +1,98 @@
+//! Compaction through the agent with a real local model: SmolLM2-135M-Instruct (GGUF, run by
+//! mistral.rs) as the `embedded` summarizer. The model comes from `PHOSPHOR_TEST_MODEL`
+//! (`cargo xtask fetch-test-model`; `cargo xtask ci` always sets it). Without it the test says it
+//! was skipped. A 135M model writes weak summaries, so the checks are about structure, streaming,
+//! usage, session state and the artifact trail, never wording.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use phosphor_agent::{AgentEvent, AgentSettings, ArtifactTrail, Models, SessionAgent, Tool, ToolOutput};
+use phosphor_core::config::{InferenceConfig, Options, SummarizeModel};
+use phosphor_core::{MessageStatus, ToolSpec};
+use phosphor_store::{SessionStore, SqliteStore};
+use phosphor_testkit::{ScriptedModel, text_turn, tool_calls_turn};
+
+struct ReadFile;
+
+#[async_trait]
+impl Tool for ReadFile {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }
+    }
+
+    async fn call(&self, arguments: serde_json::Value) -> ToolOutput {
+        let path = arguments["path"].as_str().unwrap_or("?");
+        ToolOutput::ok(
+            format!("// {path}\nfn parse_config(text: &str) -> Config {{\n    todo\n}}\n").repeat(8),
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smollm2_summarizes_a_session_through_the_compaction_path() {
+    let Some(path) = std::env::var_os("PHOSPHOR_TEST_MODEL") else {
+        eprintln!("skipped: PHOSPHOR_TEST_MODEL is not set (run `cargo xtask fetch-test-model`)");
+        return;
+    };
+    let inference =
+        InferenceConfig { enabled: true, model_path: Some(path.into()), model_repo: None, gpu: false };
+    // The session's main model is scripted; the summary comes from the real local model.
+    let large = Arc::new(ScriptedModel::new(vec![
+        tool_calls_turn(&[("call_1", "read_file", r#"{"path":"src/config.rs"}"#)], None),
+        text_turn("parse_config panics on an empty file; I will return an error instead.", None),
+        tool_calls_turn(&[("call_2", "read_file", r#"{"path":"tests/config.rs"}"#)], None),
+        text_turn("The test expects Err for empty input. Next: change parse_config to return Result.", None),
+    ]));
+    let models = Models::new(large).with_embedded(&inference).await.unwrap();
+    let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+    let options = Options { summarize_model: SummarizeModel::Embedded, ..Options::default() };
+    let settings = AgentSettings { summary_max_output_tokens: 48, ..AgentSettings::default() };
+    let agent = SessionAgent::new(store.clone(), models, options)
+        .with_tool(Arc::new(ReadFile))
+        .with_settings(settings)
+        .with_system_prompt("You are a coding agent.");
+    let session = agent.create_session("").await.unwrap().id;
+    agent.run_turn(&session, "Why does CI fail on an empty config file?", None).await.unwrap();
+    agent.run_turn(&session, "What does the test expect?", None).await.unwrap();
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let report = agent.compact(&session, None, Some(&tx)).await.unwrap();
+    assert!(report.tokens_after < report.tokens_before, "{report:?}");
+
+    let mut deltas = 0;
+    let mut usage = None;
+    while let Ok(event) = rx.try_recv() {
+        match event {
+            AgentEvent::CompactionDelta { text } => deltas += usize::from(!text.is_empty()),
+            AgentEvent::Usage { usage: u, .. } => usage = Some(u),
+            _ => {}
+        }
+    }
+    assert!(deltas >= 2, "the summary must stream in pieces, got {deltas}");
+    let usage = usage.expect("the summarizer reports usage");
+    assert!(usage.input_tokens > 100 && usage.output_tokens > 0, "{usage:?}");
+
+    let state = store.session(&session).await.unwrap().unwrap();
+    assert_eq!(state.summary_message_id.as_deref(), Some(report.summary_message_id.as_str()));
+    assert_eq!((state.prompt_tokens, state.completion_tokens), (0, usage.output_tokens));
+    let summary = store.message(&report.summary_message_id).await.unwrap().unwrap();
+    assert!(summary.is_summary);
+    assert_eq!(summary.status, MessageStatus::Complete);
+    let text = summary.text_content();
+    assert!(text.split("## Artifact trail").next().unwrap().trim().len() > 10, "{text}");
+    let trail = ArtifactTrail::parse(&text);
+    assert!(
+        trail.files_read.contains("src/config.rs") && trail.files_read.contains("tests/config.rs"),
+        "{trail:?}"
+    );
+    let history = store.history(&session).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].id, summary.id);
+}
