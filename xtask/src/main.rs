@@ -160,7 +160,7 @@ fn print_criterion_table(root: &Path) -> Result<()> {
     let root = target.map(|t| t.join("criterion")).unwrap_or_else(|| root.to_path_buf());
     let mut rows = Vec::new();
     collect_estimates(&root, &mut rows)?;
-    rows.sort();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
     println!("\n{:<60} {:>14} {:>16}", "benchmark", "mean", "throughput");
     for (name, mean_ns, throughput) in rows {
         println!("{name:<60} {:>14} {:>16}", format_duration(mean_ns), throughput);

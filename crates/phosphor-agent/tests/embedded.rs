@@ -50,7 +50,8 @@ async fn smollm2_summarizes_a_session_through_the_compaction_path() {
         tool_calls_turn(&[("call_2", "read_file", r#"{"path":"tests/config.rs"}"#)], None),
         text_turn("The test expects Err for empty input. Next: change parse_config to return Result.", None),
     ]));
-    let models = Models::new(large).with_embedded(&inference).await.unwrap();
+    let mut models = Models::new(large);
+    models.embedded = Some(phosphor_embedded::load(&inference).await.unwrap());
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
     let options = Options { summarize_model: SummarizeModel::Embedded, ..Options::default() };
     let settings = AgentSettings { summary_max_output_tokens: 48, ..AgentSettings::default() };
