@@ -255,14 +255,7 @@ impl SessionAgent {
         events: Option<&EventSender>,
     ) -> Result<TurnOutcome> {
         let prompt = prompt.into();
-        let slot = self.slot(session_id);
-        let mut guard = match slot.clone().try_lock_owned() {
-            Ok(guard) => guard,
-            Err(_) => {
-                emit(events, AgentEvent::Queued { session_id: session_id.to_owned() });
-                slot.lock_owned().await
-            }
-        };
+        let mut guard = self.lock_session(session_id, events).await;
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = "invoke_agent phosphor",
@@ -295,14 +288,7 @@ impl SessionAgent {
         instructions: Option<&str>,
         events: Option<&EventSender>,
     ) -> Result<CompactionReport> {
-        let slot = self.slot(session_id);
-        let mut guard = match slot.clone().try_lock_owned() {
-            Ok(guard) => guard,
-            Err(_) => {
-                emit(events, AgentEvent::Queued { session_id: session_id.to_owned() });
-                slot.lock_owned().await
-            }
-        };
+        let mut guard = self.lock_session(session_id, events).await;
         let mut cache = match guard.cache.take() {
             Some(cache) => cache,
             None => self.load(session_id).await?,
@@ -313,6 +299,22 @@ impl SessionAgent {
             guard.cache = Some(cache);
         }
         result
+    }
+
+    /// Waits for the session's turn (saying so with a `Queued` event when it has to wait).
+    async fn lock_session(
+        &self,
+        session_id: &str,
+        events: Option<&EventSender>,
+    ) -> tokio::sync::OwnedMutexGuard<Slot> {
+        let slot = self.slot(session_id);
+        match slot.clone().try_lock_owned() {
+            Ok(guard) => guard,
+            Err(_) => {
+                emit(events, AgentEvent::Queued { session_id: session_id.to_owned() });
+                slot.lock_owned().await
+            }
+        }
     }
 
     fn slot(&self, session_id: &str) -> Arc<tokio::sync::Mutex<Slot>> {
@@ -1114,18 +1116,7 @@ fn keep_after_last_user(history: &[Message]) -> usize {
 
 /// Today's date (UTC) as `YYYY-MM-DD`, for the summary prompt.
 fn today() -> String {
-    let days = now_ms().div_euclid(86_400_000);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    phosphor_core::time::UtcMinute::from_unix_ms(now_ms()).date()
 }
 
 fn new_id() -> String {

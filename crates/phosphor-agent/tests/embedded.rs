@@ -6,34 +6,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use phosphor_agent::{AgentEvent, AgentSettings, ArtifactTrail, Models, SessionAgent, Tool, ToolOutput};
+use common::ReadFile;
+use phosphor_agent::{AgentEvent, AgentSettings, ArtifactTrail, Models, SessionAgent};
+use phosphor_core::MessageStatus;
 use phosphor_core::config::{InferenceConfig, Options, SummarizeModel};
-use phosphor_core::{MessageStatus, ToolSpec};
 use phosphor_store::{SessionStore, SqliteStore};
 use phosphor_testkit::{ScriptedModel, text_turn, tool_calls_turn};
-
-struct ReadFile;
-
-#[async_trait]
-impl Tool for ReadFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "read_file".into(),
-            description: "Read a file".into(),
-            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }
-    }
-
-    async fn call(&self, arguments: serde_json::Value) -> ToolOutput {
-        let path = arguments["path"].as_str().unwrap_or("?");
-        ToolOutput::ok(
-            format!("// {path}\nfn parse_config(text: &str) -> Config {{\n    todo\n}}\n").repeat(8),
-        )
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smollm2_summarizes_a_session_through_the_compaction_path() {
@@ -56,7 +38,7 @@ async fn smollm2_summarizes_a_session_through_the_compaction_path() {
     let options = Options { summarize_model: SummarizeModel::Embedded, ..Options::default() };
     let settings = AgentSettings { summary_max_output_tokens: 48, ..AgentSettings::default() };
     let agent = SessionAgent::new(store.clone(), models, options)
-        .with_tool(Arc::new(ReadFile))
+        .with_tool(Arc::new(ReadFile { line: "fn parse_config(text: &str) -> Config { todo }\n", times: 8 }))
         .with_settings(settings)
         .with_system_prompt("You are a coding agent.");
     let session = agent.create_session("").await.unwrap().id;

@@ -4,33 +4,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use phosphor_agent::{CompactionReason, Models, SUMMARY_PREFIX, SessionAgent, Tool, ToolOutput};
+use common::ReadFile;
+use phosphor_agent::{CompactionReason, Models, SUMMARY_PREFIX, SessionAgent};
+use phosphor_core::Role;
 use phosphor_core::config::{ModelConfig, Options, ProviderConfig};
-use phosphor_core::{Role, ToolSpec};
 use phosphor_llm::{OpenAiModel, RetryPolicy};
 use phosphor_store::{SessionStore, SqliteStore};
 use phosphor_testkit::{MockResponse, MockServer, RecordedRequest, sse_text, sse_tool_calls};
-
-struct ReadFile;
-
-#[async_trait]
-impl Tool for ReadFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "read_file".into(),
-            description: "Read a file".into(),
-            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }
-    }
-
-    async fn call(&self, arguments: serde_json::Value) -> ToolOutput {
-        let path = arguments["path"].as_str().unwrap_or("?");
-        ToolOutput::ok(format!("contents of {path}\n{}", "fn main() {}\n".repeat(100)))
-    }
-}
 
 fn model(server: &MockServer, window: u64) -> Arc<OpenAiModel> {
     let provider = ProviderConfig { base_url: server.base_url(), ..ProviderConfig::default() };
@@ -87,7 +71,7 @@ async fn a_long_session_over_http_compacts_and_continues_from_the_summary() {
     let options = Options { summarize_threshold: 0.5, ..Options::default() };
     let agent = SessionAgent::new(store.clone(), Models::new(model(&server, 4000)), options)
         .with_system_prompt("You are a test agent.")
-        .with_tool(Arc::new(ReadFile));
+        .with_tool(Arc::new(ReadFile { line: "fn main() {}\n", times: 100 }));
     let session = agent.create_session("").await.unwrap().id;
     for i in 0..4 {
         let outcome = agent.run_turn(&session, format!("Read module {i}"), None).await.unwrap();

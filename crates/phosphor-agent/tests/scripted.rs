@@ -3,10 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use common::ReadFile;
 use phosphor_agent::{
     AgentError, AgentEvent, ArtifactTrail, CompactionReason, Models, SUMMARY_PREFIX, SessionAgent, Tool,
     ToolOutput,
@@ -33,25 +36,6 @@ fn usage(input: u64, output: u64) -> Option<Usage> {
     Some(Usage { input_tokens: input, output_tokens: output, ..Usage::default() })
 }
 
-/// A tool that returns a long, numbered output so that pruning has something to cut.
-struct ReadFile;
-
-#[async_trait]
-impl Tool for ReadFile {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "read_file".into(),
-            description: "Read a file".into(),
-            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }
-    }
-
-    async fn call(&self, arguments: serde_json::Value) -> ToolOutput {
-        let path = arguments["path"].as_str().unwrap_or("?");
-        ToolOutput::ok(format!("contents of {path}\n{}", "line of code\n".repeat(100)))
-    }
-}
-
 struct Harness {
     agent: SessionAgent,
     store: Arc<SqliteStore>,
@@ -64,7 +48,7 @@ async fn harness(model: ScriptedModel, options: Options) -> Harness {
     let model = Arc::new(model);
     let agent = SessionAgent::new(store.clone(), Models::new(model.clone()), options)
         .with_system_prompt("You are a test agent.")
-        .with_tool(Arc::new(ReadFile));
+        .with_tool(Arc::new(ReadFile { line: "line of code\n", times: 100 }));
     let session = agent.create_session("").await.unwrap().id;
     Harness { agent, store, model, session }
 }
@@ -545,7 +529,8 @@ async fn manual_compaction_passes_custom_instructions_and_small_model_routing_wo
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
     let models = Models { large: large.clone(), small: Some(small.clone()), embedded: None };
     let options = Options { summarize_model: SummarizeModel::Small, ..Options::default() };
-    let agent = SessionAgent::new(store.clone(), models, options).with_tool(Arc::new(ReadFile));
+    let agent = SessionAgent::new(store.clone(), models, options)
+        .with_tool(Arc::new(ReadFile { line: "line of code\n", times: 100 }));
     let session = agent.create_session("routing").await.unwrap().id;
     agent.run_turn(&session, "Please read file number 0", None).await.unwrap();
     let report = agent.compact(&session, Some("Focus on the parser module"), None).await.unwrap();
@@ -613,7 +598,7 @@ async fn a_file_database_survives_a_restart_and_the_new_agent_continues_from_the
             Models::new(Arc::new(ScriptedModel::new(scripts))),
             Options::default(),
         )
-        .with_tool(Arc::new(ReadFile));
+        .with_tool(Arc::new(ReadFile { line: "line of code\n", times: 100 }));
         let session = agent.create_session("").await.unwrap().id;
         for i in 0..2 {
             agent.run_turn(&session, format!("Please read file number {i}"), None).await.unwrap();

@@ -15,20 +15,7 @@ pub fn thousands(n: u64) -> String {
 
 /// Unix milliseconds as `YYYY-MM-DD HH:MM` UTC.
 pub fn utc_minutes(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let of_day = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", of_day / 3600, of_day % 3600 / 60)
+    phosphor_core::time::UtcMinute::from_unix_ms(ms).to_string()
 }
 
 /// The first line of `text`, at most `max` characters, with `…` when anything was left out.

@@ -19,6 +19,7 @@ pub mod gguf;
 pub mod message;
 pub mod model;
 pub mod openai;
+pub mod time;
 
 pub mod tokens;
 
