@@ -194,7 +194,22 @@ fn allow_schema_key(schema: &mut schemars::Schema) {
 
 /// The JSON Schema of `phosphor.json`, generated from [`Config`] (checked in at `schema/phosphor.schema.json`).
 pub fn json_schema() -> Value {
-    schemars::schema_for!(Config).to_value()
+    sorted_keys(schemars::schema_for!(Config).to_value())
+}
+
+/// `value` with every object's keys in sorted order, so that its text does not depend on whether
+/// serde_json keeps insertion order (its `preserve_order` feature, which any crate in a build may
+/// switch on).
+fn sorted_keys(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted_keys(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted_keys).collect()),
+        other => other,
+    }
 }
 
 /// The configuration files to read, lowest precedence first: `global`, then `workspace`, then `explicit`.
@@ -424,6 +439,8 @@ fn resolve(tiers: Vec<(PathBuf, Map<String, Value>)>) -> Result<LoadedConfig, Co
     let config: Config =
         serde_path_to_error::deserialize(serde_ignored::Deserializer::new(&merged, &mut on_ignored))
             .map_err(|error| type_error(&error, &merged, &blame))?;
+    // Document order, whatever order serde_json's maps keep.
+    ignored.sort_by(|a: &String, b: &String| a.split('.').cmp(b.split('.')));
     let warnings = ignored
         .into_iter()
         .map(|json_path| ConfigWarning::UnknownKey { file: blame.file_of(&json_path), json_path })
