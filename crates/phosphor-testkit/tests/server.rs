@@ -223,8 +223,9 @@ fn tool_calls_stream_like_openai_parallel_calls() {
         let index = call["index"].as_u64().unwrap() as usize;
         if index == rebuilt.len() {
             // The opening delta: index, id, type, name and empty arguments.
+            // serde_json keeps key order (preserve_order), so this checks OpenAI's byte order.
             let keys: Vec<&String> = call.as_object().unwrap().keys().collect();
-            assert_eq!(keys, vec!["function", "id", "index", "type"]);
+            assert_eq!(keys, vec!["index", "id", "type", "function"]);
             assert_eq!((&call["type"], &call["function"]["arguments"]), (&json!("function"), &json!("")));
             rebuilt.push((
                 call["id"].as_str().unwrap().into(),
@@ -234,7 +235,7 @@ fn tool_calls_stream_like_openai_parallel_calls() {
         } else {
             // Later deltas: only the index and an argument fragment.
             assert_eq!(index + 1, rebuilt.len());
-            assert_eq!(call.as_object().unwrap().keys().collect::<Vec<_>>(), vec!["function", "index"]);
+            assert_eq!(call.as_object().unwrap().keys().collect::<Vec<_>>(), vec!["index", "function"]);
             assert_eq!(call["function"].as_object().unwrap().len(), 1);
             rebuilt[index].2.push_str(call["function"]["arguments"].as_str().unwrap());
         }
