@@ -40,7 +40,7 @@ impl Models {
 
     /// Loads the local model of `embedded_models.inference` (downloading it on first use) as the
     /// `embedded` summarizer. The model is loaded once per process and shared.
-    #[cfg(feature = "embedded")]
+    #[cfg(any(feature = "mistralrs", feature = "llamacpp"))]
     pub async fn with_embedded(
         mut self,
         inference: &phosphor_core::config::InferenceConfig,

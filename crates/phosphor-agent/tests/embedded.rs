@@ -1,8 +1,8 @@
-//! Compaction through the agent with a real local model: SmolLM2-135M-Instruct (GGUF, run by
-//! mistral.rs) as the `embedded` summarizer. The model comes from `PHOSPHOR_TEST_MODEL`
-//! (`cargo xtask fetch-test-model`; `cargo xtask ci` always sets it). Without it the test says it
-//! was skipped. A 135M model writes weak summaries, so the checks are about structure, streaming,
-//! usage, session state and the artifact trail, never wording.
+//! Compaction through the agent with real local models as the `embedded` summarizer: SmolLM2-135M-Instruct
+//! (GGUF) on each engine, from `PHOSPHOR_TEST_MODEL`, and Gemma 3 270M (which only llama.cpp runs; `auto` must
+//! pick it) from `PHOSPHOR_TEST_GEMMA` (`cargo xtask fetch-test-model all`; `cargo xtask ci` always sets both).
+//! Without them the tests say they were skipped. Models this small write weak summaries, so the checks are about
+//! structure, streaming, usage, session state and the artifact trail, never wording.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,18 +13,35 @@ use std::sync::Arc;
 use common::ReadFile;
 use phosphor_agent::{AgentEvent, AgentSettings, ArtifactTrail, Models, SessionAgent};
 use phosphor_core::MessageStatus;
-use phosphor_core::config::{InferenceConfig, Options, SummarizeModel};
+use phosphor_core::config::{Engine, InferenceConfig, Options, SummarizeModel};
+use phosphor_embedded::EngineKind;
 use phosphor_store::{SessionStore, SqliteStore};
 use phosphor_testkit::{ScriptedModel, text_turn, tool_calls_turn};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smollm2_summarizes_a_session_through_the_compaction_path() {
-    let Some(path) = std::env::var_os("PHOSPHOR_TEST_MODEL") else {
-        eprintln!("skipped: PHOSPHOR_TEST_MODEL is not set (run `cargo xtask fetch-test-model`)");
+async fn smollm2_on_mistral_rs_summarizes_a_session_through_the_compaction_path() {
+    summarizes_through_the_compaction_path("PHOSPHOR_TEST_MODEL", Engine::Mistralrs, EngineKind::MistralRs)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smollm2_on_llama_cpp_summarizes_a_session_through_the_compaction_path() {
+    summarizes_through_the_compaction_path("PHOSPHOR_TEST_MODEL", Engine::Llamacpp, EngineKind::LlamaCpp)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemma3_on_auto_summarizes_a_session_through_the_compaction_path() {
+    summarizes_through_the_compaction_path("PHOSPHOR_TEST_GEMMA", Engine::Auto, EngineKind::LlamaCpp).await;
+}
+
+async fn summarizes_through_the_compaction_path(variable: &str, engine: Engine, expected: EngineKind) {
+    let Some(path) = std::env::var_os(variable) else {
+        eprintln!("skipped: {variable} is not set (run `cargo xtask fetch-test-model all`)");
         return;
     };
     let inference =
-        InferenceConfig { enabled: true, model_path: Some(path.into()), model_repo: None, gpu: false };
+        InferenceConfig { enabled: true, model_path: Some(path.into()), engine, ..Default::default() };
     // The session's main model is scripted; the summary comes from the real local model.
     let large = Arc::new(ScriptedModel::new(vec![
         tool_calls_turn(&[("call_1", "read_file", r#"{"path":"src/config.rs"}"#)], None),
@@ -33,7 +50,9 @@ async fn smollm2_summarizes_a_session_through_the_compaction_path() {
         text_turn("The test expects Err for empty input. Next: change parse_config to return Result.", None),
     ]));
     let mut models = Models::new(large);
-    models.embedded = Some(phosphor_embedded::load(&inference).await.unwrap());
+    let embedded = phosphor_embedded::load(&inference).await.unwrap();
+    assert_eq!(embedded.engine(), expected);
+    models.embedded = Some(embedded);
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
     let options = Options { summarize_model: SummarizeModel::Embedded, ..Options::default() };
     let settings = AgentSettings { summary_max_output_tokens: 48, ..AgentSettings::default() };

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow, bail};
 use phosphor_agent::Models;
 use phosphor_core::ChatModel;
-use phosphor_core::config::{Config, InferenceConfig, ModelConfig, SummarizeModel};
+use phosphor_core::config::{Config, Engine, InferenceConfig, ModelConfig, SummarizeModel};
 use phosphor_embedded::{HubSettings, SHORT_NAMES, default_model};
 use phosphor_llm::OpenAiModel;
 
@@ -71,6 +71,7 @@ fn local_inference(config: &Config, model_path: Option<&Path>) -> InferenceConfi
             model_path: Some(path.to_owned()),
             model_repo: None,
             gpu: configured.gpu,
+            engine: configured.engine,
         },
         None if configured.enabled
             && (configured.model_path.is_some() || configured.model_repo.is_some()) =>
@@ -82,6 +83,7 @@ fn local_inference(config: &Config, model_path: Option<&Path>) -> InferenceConfi
             model_path: None,
             model_repo: Some(default_model().name.to_owned()),
             gpu: configured.gpu,
+            engine: configured.engine,
         },
     }
 }
@@ -108,13 +110,17 @@ fn remote(config: &Config, model: &ModelConfig) -> Result<Arc<dyn ChatModel>> {
     Ok(Arc::new(built))
 }
 
-/// `phosphor models list`: every short name, whether the embedded engine runs it, and whether it is
+/// `phosphor models list`: every short name, the engine `auto` runs it on in this build, and whether it is
 /// already in the Hugging Face cache (checked without network).
 pub fn list(hub: &HubSettings) -> String {
     let offline = HubSettings { offline: true, progress: false, ..hub.clone() };
-    let mut out =
-        format!("{:<24} {:<10} {:>8}  {:<10} {}\n", "name", "arch", "size", "status", "repo and file");
+    let mut out = format!(
+        "{:<24} {:<10} {:>8}  {:<10} {:<11} {}\n",
+        "name", "arch", "size", "engine", "status", "repo and file"
+    );
     for (i, short) in SHORT_NAMES.iter().enumerate() {
+        let engine = phosphor_embedded::choose_engine(Engine::Auto, short.architecture, short.name)
+            .map_or("-", |kind| kind.name());
         let status = if !short.is_supported() {
             "unsupported"
         } else {
@@ -128,7 +134,7 @@ pub fn list(hub: &HubSettings) -> String {
         let name = if i == 0 { format!("{} (default)", short.name) } else { short.name.to_owned() };
         let _ = writeln!(
             out,
-            "{name:<24} {:<10} {:>5} MB  {status:<10} {}:{}",
+            "{name:<24} {:<10} {:>5} MB  {engine:<10} {status:<11} {}:{}",
             short.architecture, short.size_mb, short.repo, short.file
         );
     }
@@ -187,7 +193,8 @@ mod tests {
                 enabled: true,
                 model_path: Some("/models/x.gguf".into()),
                 model_repo: None,
-                gpu: true
+                gpu: true,
+                ..Default::default()
             }
         );
         // The snippet shown in errors is a valid configuration.

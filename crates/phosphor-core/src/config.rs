@@ -102,6 +102,33 @@ impl SummarizeModel {
     pub const ALLOWED: [&'static str; 4] = ["main", "large", "small", "embedded"];
 }
 
+/// The engine that runs a local model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Whichever engine compiled in can run the file's architecture, llama.cpp first (it is faster on CPUs).
+    #[default]
+    Auto,
+    /// mistral.rs.
+    Mistralrs,
+    /// llama.cpp.
+    Llamacpp,
+}
+
+impl Engine {
+    /// Every accepted spelling, for error messages.
+    pub const ALLOWED: [&'static str; 3] = ["auto", "mistralrs", "llamacpp"];
+
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Auto => "auto",
+            Engine::Mistralrs => "mistralrs",
+            Engine::Llamacpp => "llamacpp",
+        }
+    }
+}
+
 /// Local models.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
@@ -124,6 +151,8 @@ pub struct InferenceConfig {
     pub model_path: Option<PathBuf>,
     /// Try the GPU backend compiled in; falls back to the CPU with a warning.
     pub gpu: bool,
+    /// Which engine runs the model: `auto` picks one from the GGUF file's architecture.
+    pub engine: Engine,
 }
 
 /// A remote OpenAI-compatible endpoint.
@@ -603,15 +632,14 @@ fn type_error(
 ) -> ConfigError {
     let json_path = tracked_path(error.path());
     let file = blame.file_of(&json_path);
-    if json_path == "options.summarize_model" {
+    let known = match json_path.as_str() {
+        "options.summarize_model" => Some(("is not a known model", SummarizeModel::ALLOWED.join(", "))),
+        "embedded_models.inference.engine" => Some(("is not a known engine", Engine::ALLOWED.join(", "))),
+        _ => None,
+    };
+    if let Some((problem, allowed)) = known {
         let value = value_at(merged, &json_path).map_or_else(|| "null".to_owned(), Value::to_string);
-        return ConfigError::Invalid {
-            file,
-            json_path,
-            value,
-            problem: "is not a known model".to_owned(),
-            allowed: SummarizeModel::ALLOWED.join(", "),
-        };
+        return ConfigError::Invalid { file, json_path, value, problem: problem.to_owned(), allowed };
     }
     let json_path = if json_path.is_empty() { "(top level)".to_owned() } else { json_path };
     ConfigError::Type { file, json_path, message: error.inner().to_string() }
@@ -805,7 +833,7 @@ mod tests {
                 "summarize_keep_recent_tokens": 0,
                 "profile": "default"
             },
-            "embedded_models": { "inference": { "enabled": false, "gpu": false } },
+            "embedded_models": { "inference": { "enabled": false, "gpu": false, "engine": "auto" } },
             "providers": {},
             "models": {}
         });
@@ -882,6 +910,15 @@ mod tests {
                 &format!(
                     "/cfg/phosphor.json: options.summarize_model: {value} is not a known model; \
                      allowed: main, large, small, embedded"
+                ),
+            );
+        }
+        for value in [r#""vulkan""#, r#""llama.cpp""#, "true"] {
+            check_error(
+                &format!(r#"{{ "embedded_models": {{ "inference": {{ "engine": {value} }} }} }}"#),
+                &format!(
+                    "/cfg/phosphor.json: embedded_models.inference.engine: {value} is not a known engine; \
+                     allowed: auto, mistralrs, llamacpp"
                 ),
             );
         }

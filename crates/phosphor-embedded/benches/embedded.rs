@@ -1,18 +1,20 @@
-//! Embedded model throughput: load time, prompt (prefill) and generation tokens per second.
+//! Embedded model throughput on each engine, side by side on the same GGUF file: load time, prompt (prefill) and
+//! generation tokens per second, and peak memory, then the ratio llama.cpp / mistral.rs.
 //!
 //! `PHOSPHOR_TEST_MODEL=<file.gguf> cargo bench -p phosphor-embedded --bench embedded`
 //! (`cargo xtask fetch-test-model` prints the path). `PHOSPHOR_BENCH_RUNS` sets the number of measured runs (3).
 //! Prefill speed is the prompt's tokens over the time to the first text; generation speed is the remaining tokens
-//! over the time after it.
+//! over the time after it. Each engine runs in a child process of its own (this program, with
+//! `PHOSPHOR_BENCH_ENGINE` set), so that its peak resident memory (`VmHWM`) is its own.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use phosphor_core::config::InferenceConfig;
+use phosphor_core::config::{Engine, InferenceConfig};
 use phosphor_core::message::Message;
 use phosphor_core::model::{ChatModel, ChatRequest, StreamEvent};
-use phosphor_embedded::{HubSettings, load_with};
+use phosphor_embedded::{EngineKind, HubSettings, load_with};
 
 /// Tokens generated per run.
 const GENERATE: u64 = 128;
@@ -78,20 +80,120 @@ async fn run(model: &dyn ChatModel, number: usize) -> anyhow::Result<Run> {
     })
 }
 
+/// What one engine measured, as its child process reports it.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    load_s: f64,
+    prefill: f64,
+    generation: f64,
+    peak_mib: f64,
+}
+
+const RESULT: &str = "RESULT";
+
 fn main() -> anyhow::Result<()> {
     let Some(path) = std::env::var_os("PHOSPHOR_TEST_MODEL").map(PathBuf::from) else {
         eprintln!("skipped: set PHOSPHOR_TEST_MODEL to a GGUF file (cargo xtask fetch-test-model)");
         return Ok(());
     };
+    if let Ok(engine) = std::env::var("PHOSPHOR_BENCH_ENGINE") {
+        return measure(path, &engine);
+    }
+    let mut table = Vec::new();
+    for kind in EngineKind::ALL.into_iter().filter(|k| k.is_compiled_in()) {
+        println!("\n== {kind} ==");
+        let output = std::process::Command::new(std::env::current_exe()?)
+            .env("PHOSPHOR_BENCH_ENGINE", kind.config_name())
+            .stderr(std::process::Stdio::inherit())
+            .output()?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let mut figures = None;
+        for line in stdout.lines() {
+            match line.strip_prefix(RESULT) {
+                Some(values) => figures = parse_figures(values),
+                None => println!("{line}"),
+            }
+        }
+        if figures.is_none() {
+            println!("{kind} did not finish ({})", output.status);
+        }
+        table.push((kind, figures));
+    }
+    println!("\nmodel: {}", path.display());
+    println!(
+        "{:<12} {:>10} {:>16} {:>18} {:>14}",
+        "engine", "load s", "prefill tok/s", "generation tok/s", "peak MiB"
+    );
+    for (kind, figures) in &table {
+        match figures {
+            Some(f) => println!(
+                "{:<12} {:>10.2} {:>16.1} {:>18.1} {:>14.0}",
+                kind.name(),
+                f.load_s,
+                f.prefill,
+                f.generation,
+                f.peak_mib
+            ),
+            None => println!("{:<12} {:>10}", kind.name(), "n/a"),
+        }
+    }
+    let find = |wanted: EngineKind| table.iter().find(|(k, _)| *k == wanted).and_then(|(_, f)| *f);
+    if let (Some(l), Some(m)) = (find(EngineKind::LlamaCpp), find(EngineKind::MistralRs)) {
+        println!(
+            "llama.cpp / mistral.rs: prefill {:.1}x, generation {:.1}x, load {:.1}x, peak memory {:.2}x",
+            l.prefill / m.prefill,
+            l.generation / m.generation,
+            l.load_s / m.load_s,
+            l.peak_mib / m.peak_mib
+        );
+    }
+    Ok(())
+}
+
+fn parse_figures(values: &str) -> Option<Figures> {
+    let numbers: Vec<f64> = values.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    match numbers[..] {
+        [load_s, prefill, generation, peak_mib] => Some(Figures { load_s, prefill, generation, peak_mib }),
+        _ => None,
+    }
+}
+
+/// This process's peak resident memory, in MiB (Linux; 0 elsewhere).
+fn peak_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// Measures one engine and prints its figures on a `RESULT` line for the parent.
+fn measure(path: PathBuf, engine: &str) -> anyhow::Result<()> {
+    let engine = match engine {
+        "llamacpp" => Engine::Llamacpp,
+        "mistralrs" => Engine::Mistralrs,
+        other => anyhow::bail!("unknown engine {other:?}"),
+    };
     let runs: usize = std::env::var("PHOSPHOR_BENCH_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let config =
-            InferenceConfig { enabled: true, model_path: Some(path.clone()), ..InferenceConfig::default() };
+        let config = InferenceConfig {
+            enabled: true,
+            model_path: Some(path.clone()),
+            engine,
+            ..InferenceConfig::default()
+        };
         let started = Instant::now();
         let model = load_with(&config, HubSettings::from_env()).await?;
         let load = started.elapsed();
-        println!("model: {} ({}, {})", path.display(), model.architecture(), model.device());
+        println!(
+            "model: {} ({}, {}, {})",
+            path.display(),
+            model.architecture(),
+            model.engine(),
+            model.device()
+        );
         println!("load: {:.2} s", load.as_secs_f64());
         // Warm-up: the first call pays one-time costs.
         let warm = run(model.as_ref(), 0).await?;
@@ -121,6 +223,13 @@ fn main() -> anyhow::Result<()> {
             "mean over {runs} runs: prefill {:.1} tok/s, generation {:.1} tok/s",
             mean(Run::prefill_per_sec),
             mean(Run::generate_per_sec)
+        );
+        println!(
+            "{RESULT} {} {} {} {}",
+            load.as_secs_f64(),
+            mean(Run::prefill_per_sec),
+            mean(Run::generate_per_sec),
+            peak_mib()
         );
         Ok(())
     })

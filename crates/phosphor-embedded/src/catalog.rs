@@ -1,6 +1,7 @@
 //! The short model names `model_repo` accepts, the default model, and the parsing of `model_repo`.
 
 use crate::error::{EmbeddedError, Result};
+use crate::select::{is_supported_architecture, unsupported};
 
 /// A short name for a GGUF model on Hugging Face: `"model_repo": "Qwen3-0.6B"` means [`ShortName::repo`]'s
 /// [`ShortName::file`].
@@ -19,24 +20,15 @@ pub struct ShortName {
 }
 
 impl ShortName {
-    /// Whether mistral.rs can run this model from GGUF.
+    /// Whether an engine in this build can run this model.
     pub fn is_supported(&self) -> bool {
         is_supported_architecture(self.architecture)
     }
 }
 
-/// The architectures mistral.rs 0.8 loads from GGUF (`general.architecture` values).
-pub const SUPPORTED_ARCHITECTURES: [&str; 8] =
-    ["llama", "phi2", "phi3", "starcoder2", "qwen2", "qwen3", "qwen3moe", "mistral3"];
-
-/// Whether mistral.rs can load a GGUF file of this architecture.
-pub fn is_supported_architecture(architecture: &str) -> bool {
-    SUPPORTED_ARCHITECTURES.iter().any(|a| a.eq_ignore_ascii_case(architecture))
-}
-
-/// Every short name, the default first. The spec's examples are here: `Qwen3.5-0.8B` and `Gemma-2-2B` name
-/// architectures mistral.rs cannot load from GGUF, and are refused before any download with a list of those
-/// that work.
+/// Every short name, the default first. The spec's examples are here. `Qwen3.5-0.8B`, `Gemma-2-2B` and the Gemma 3
+/// models have architectures only llama.cpp runs: without the `llamacpp` feature they are refused before any
+/// download, with a list of the names that would work.
 pub const SHORT_NAMES: &[ShortName] = &[
     ShortName {
         name: "Qwen3-0.6B",
@@ -88,6 +80,20 @@ pub const SHORT_NAMES: &[ShortName] = &[
         size_mb: 2393,
     },
     ShortName {
+        name: "Gemma-3-270M",
+        repo: "unsloth/gemma-3-270m-it-GGUF",
+        file: "gemma-3-270m-it-Q4_K_M.gguf",
+        architecture: "gemma3",
+        size_mb: 253,
+    },
+    ShortName {
+        name: "Gemma-3-1B",
+        repo: "unsloth/gemma-3-1b-it-GGUF",
+        file: "gemma-3-1b-it-Q4_K_M.gguf",
+        architecture: "gemma3",
+        size_mb: 806,
+    },
+    ShortName {
         name: "Qwen3.5-0.8B",
         repo: "unsloth/Qwen3.5-0.8B-GGUF",
         file: "Qwen3.5-0.8B-Q4_K_M.gguf",
@@ -105,9 +111,10 @@ pub const SHORT_NAMES: &[ShortName] = &[
 
 /// The model used when neither `model_path` nor `model_repo` is set: Qwen3-0.6B, Q4_K_M (about 400 MB).
 ///
-/// Among the architectures mistral.rs loads from GGUF it gives the most quality per megabyte: the strongest
+/// Among the architectures both engines load from GGUF it gives the most quality per megabyte: the strongest
 /// sub-1B instruction model (it follows instructions better than Qwen2.5-0.5B-Instruct at the same size), with a
-/// window of more than 32k tokens, fast enough on a laptop CPU for summaries.
+/// window of more than 32k tokens, fast enough on a laptop CPU for summaries. It runs whichever engine a build
+/// has.
 pub fn default_model() -> &'static ShortName {
     &SHORT_NAMES[0]
 }
@@ -117,7 +124,7 @@ pub fn short_name(name: &str) -> Option<&'static ShortName> {
     SHORT_NAMES.iter().find(|s| s.name.eq_ignore_ascii_case(name))
 }
 
-/// The short names mistral.rs can run, for error messages.
+/// The short names this build can run, for error messages.
 pub(crate) fn supported_short_names() -> String {
     SHORT_NAMES.iter().filter(|s| s.is_supported()).map(|s| s.name).collect::<Vec<_>>().join(", ")
 }
@@ -136,7 +143,8 @@ pub struct RepoSpec {
 impl RepoSpec {
     /// Parses `model_repo`: a short name, `owner/name`, or `owner/name:file.gguf`.
     ///
-    /// A short name whose architecture mistral.rs cannot load is refused here, before anything is downloaded.
+    /// A short name whose architecture no engine in this build loads is refused here, before anything is
+    /// downloaded.
     pub fn parse(spec: &str) -> Result<RepoSpec> {
         let spec = spec.trim();
         if let Some(short) = short_name(spec) {
@@ -181,16 +189,6 @@ fn all_short_names() -> String {
     SHORT_NAMES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
 }
 
-/// The error for a model of an architecture mistral.rs cannot load.
-pub(crate) fn unsupported(model: &str, architecture: &str) -> EmbeddedError {
-    EmbeddedError::UnsupportedArchitecture {
-        model: model.to_owned(),
-        architecture: architecture.to_owned(),
-        supported: SUPPORTED_ARCHITECTURES.join(", "),
-        alternatives: supported_short_names(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,20 +228,23 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_short_names_fail_naming_what_works() {
-        for name in ["Qwen3.5-0.8B", "Gemma-2-2B"] {
-            let err = RepoSpec::parse(name).unwrap_err();
+    fn short_names_of_architectures_only_llama_cpp_runs() {
+        for name in ["Qwen3.5-0.8B", "Gemma-2-2B", "Gemma-3-270M", "Gemma-3-1B"] {
             let short = short_name(name).unwrap();
-            assert_eq!(
-                err.to_string(),
-                format!(
-                    "{name} is a `{}` model, which mistral.rs cannot load from GGUF (it loads llama, phi2, phi3, \
-                     starcoder2, qwen2, qwen3, qwen3moe, mistral3); use one of the short names Qwen3-0.6B, \
-                     Qwen3-1.7B, Qwen3-4B, Qwen2.5-0.5B-Instruct, Qwen2.5-1.5B-Instruct, Llama-3.2-1B, Phi-3-mini, \
-                     or point `model_path` at a GGUF file of a supported architecture",
+            let parsed = RepoSpec::parse(name);
+            if cfg!(feature = "llamacpp") {
+                assert_eq!(parsed.unwrap().file.as_deref(), Some(short.file));
+                continue;
+            }
+            let err = parsed.unwrap_err();
+            assert!(
+                err.to_string().starts_with(&format!(
+                    "{name} is a `{}` model, which no engine in this build can run from GGUF (",
                     short.architecture
-                )
+                )),
+                "{err}"
             );
+            assert!(err.to_string().contains("llama.cpp could, but is not in this build"), "{err}");
         }
     }
 
@@ -287,7 +288,8 @@ mod tests {
             err.to_string(),
             "`embedded_models.inference.model_repo` is \"gpt-5\": expected a Hugging Face repo id (`owner/name`, \
              optionally `owner/name:file.gguf`) or one of the short names Qwen3-0.6B, Qwen3-1.7B, Qwen3-4B, \
-             Qwen2.5-0.5B-Instruct, Qwen2.5-1.5B-Instruct, Llama-3.2-1B, Phi-3-mini, Qwen3.5-0.8B, Gemma-2-2B"
+             Qwen2.5-0.5B-Instruct, Qwen2.5-1.5B-Instruct, Llama-3.2-1B, Phi-3-mini, Gemma-3-270M, Gemma-3-1B, \
+             Qwen3.5-0.8B, Gemma-2-2B"
         );
     }
 }

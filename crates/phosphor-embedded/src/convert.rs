@@ -11,8 +11,7 @@ use phosphor_core::model::{StreamEvent, ToolSpec};
 use phosphor_core::{Error, Result};
 use serde_json::{Value, json};
 
-/// What an image becomes for a text-only model.
-pub(crate) const IMAGE_PLACEHOLDER: &str = "[image omitted: this model reads text only]";
+use crate::IMAGE_PLACEHOLDER;
 
 /// One chat message as mistral.rs's chat templates read it.
 pub(crate) type ChatMessage = IndexMap<String, MessageContent>;

@@ -27,10 +27,10 @@ pub enum EmbeddedError {
         /// The short names, comma-separated.
         known: String,
     },
-    /// The model's architecture cannot be run by mistral.rs from GGUF. Nothing was downloaded; pick a model the
-    /// message names.
+    /// No engine in this build can run the model's architecture. Nothing was downloaded; pick a model the message
+    /// names (or build with the engine that runs it).
     #[error(
-        "{model} is a `{architecture}` model, which mistral.rs cannot load from GGUF (it loads {supported}); \
+        "{model} is a `{architecture}` model, which no engine in this build can run from GGUF ({engines}); \
          use one of the short names {alternatives}, or point `model_path` at a GGUF file of a supported architecture"
     )]
     UnsupportedArchitecture {
@@ -38,10 +38,28 @@ pub enum EmbeddedError {
         model: String,
         /// Its architecture (`general.architecture`).
         architecture: String,
-        /// The architectures mistral.rs loads from GGUF, comma-separated.
-        supported: String,
+        /// What each engine loads, or that it is not compiled in; `; `-separated.
+        engines: String,
         /// Short names of models that would work, comma-separated.
         alternatives: String,
+    },
+    /// `embedded_models.inference.engine` names an engine that is not compiled in or cannot run the model's
+    /// architecture. Do what the message says: another engine, `auto`, or another build.
+    #[error(
+        "`embedded_models.inference.engine` is \"{engine}\", but {model} is a `{architecture}` model and {reason}; \
+         {instead}"
+    )]
+    EngineUnavailable {
+        /// The configured engine.
+        engine: &'static str,
+        /// The model: its short name, repo or file.
+        model: String,
+        /// Its architecture.
+        architecture: String,
+        /// Why the engine cannot run it.
+        reason: String,
+        /// What would work.
+        instead: String,
     },
     /// The model is not in the local Hugging Face cache and downloads are off (`HF_HUB_OFFLINE`). Download it
     /// once with network access, or point `model_path` at a local GGUF file.
@@ -115,12 +133,14 @@ pub enum EmbeddedError {
         /// What it is needed for.
         why: &'static str,
     },
-    /// mistral.rs failed to load the model. The message says why; do not retry with the same file.
-    #[error("mistral.rs could not load {}: {message}", path.display())]
+    /// The engine failed to load the model. The message says why; do not retry with the same file.
+    #[error("{engine} could not load {}: {message}", path.display())]
     Load {
+        /// The engine (`llama.cpp`, `mistral.rs`), or `phosphor` for failures before an engine ran.
+        engine: &'static str,
         /// The file.
         path: PathBuf,
-        /// mistral.rs's words.
+        /// The engine's words.
         message: String,
     },
 }

@@ -150,6 +150,10 @@ pub fn resolve(config: &InferenceConfig, hub: &HubSettings) -> Result<ResolvedMo
         Some(repo) => RepoSpec::parse(repo)?,
         None => RepoSpec::parse(default_model().name)?,
     };
+    if let Some(short) = spec.short_name {
+        // The configured engine must run it: refuse before downloading hundreds of megabytes.
+        crate::select::choose_engine(config.engine, short.architecture, short.name)?;
+    }
     resolve_repo(&spec, hub)
 }
 
@@ -495,6 +499,7 @@ mod tests {
             model_path: Some("/nonexistent/m.gguf".into()),
             model_repo: Some("o/r".into()),
             gpu: false,
+            ..Default::default()
         };
         let err = resolve(&config, &offline(Path::new("/nonexistent"))).unwrap_err();
         assert!(err.to_string().starts_with("cannot read the model file /nonexistent/m.gguf: "), "{err}");

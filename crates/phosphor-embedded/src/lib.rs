@@ -1,4 +1,5 @@
-//! Local GGUF chat models for Phosphor, run in-process by [mistral.rs](https://github.com/EricLBuehler/mistral.rs).
+//! Local GGUF chat models for Phosphor, run in-process by [llama.cpp](https://github.com/ggml-org/llama.cpp) or
+//! [mistral.rs](https://github.com/EricLBuehler/mistral.rs).
 //!
 //! ```no_run
 //! use phosphor_core::config::InferenceConfig;
@@ -14,6 +15,21 @@
 //! # }
 //! ```
 //!
+//! # Engines
+//!
+//! Two engines sit behind the same [`ChatModel`](phosphor_core::ChatModel), each an optional cargo feature (both
+//! are on by default):
+//!
+//! - `llamacpp`: llama.cpp through the `llama-cpp-2` crate, built from source with CMake (needs `cmake`, a C++
+//!   compiler and libclang). It loads [`LLAMA_CPP_ARCHITECTURES`]: gemma3, qwen35 and the rest.
+//! - `mistralrs`: mistral.rs, pure Rust. It loads [`MISTRAL_RS_ARCHITECTURES`] only.
+//!
+//! `embedded_models.inference.engine` picks one: `auto` (the default) reads the GGUF header's
+//! `general.architecture` without loading the weights and takes llama.cpp when it is compiled in and knows the
+//! architecture, else mistral.rs on the same terms ([`choose_engine`]). llama.cpp comes first because it measured
+//! far faster on CPUs (see docs/BENCHMARKS.md: several times the prefill and generation speed on the same file).
+//! An explicit engine that is not compiled in, or cannot run the file, fails naming what would work.
+//!
 //! # Which model
 //!
 //! [`load`] takes `embedded_models.inference` from `phosphor.json`:
@@ -22,61 +38,80 @@
 //! - Otherwise `model_repo`: a Hugging Face repo id (`owner/name`, or `owner/name:file.gguf` to name the file;
 //!   without one a single-file 4-bit quantization is picked, Q4_K_M first) or a short name from [`SHORT_NAMES`]:
 //!
-//!   | Short name | Repo and file | Architecture |
-//!   |---|---|---|
-//!   | `Qwen3-0.6B` (default) | `unsloth/Qwen3-0.6B-GGUF`, `Qwen3-0.6B-Q4_K_M.gguf` | qwen3 |
-//!   | `Qwen3-1.7B` | `unsloth/Qwen3-1.7B-GGUF`, `Qwen3-1.7B-Q4_K_M.gguf` | qwen3 |
-//!   | `Qwen3-4B` | `unsloth/Qwen3-4B-GGUF`, `Qwen3-4B-Q4_K_M.gguf` | qwen3 |
-//!   | `Qwen2.5-0.5B-Instruct` | `Qwen/Qwen2.5-0.5B-Instruct-GGUF`, `qwen2.5-0.5b-instruct-q4_k_m.gguf` | qwen2 |
-//!   | `Qwen2.5-1.5B-Instruct` | `Qwen/Qwen2.5-1.5B-Instruct-GGUF`, `qwen2.5-1.5b-instruct-q4_k_m.gguf` | qwen2 |
-//!   | `Llama-3.2-1B` | `bartowski/Llama-3.2-1B-Instruct-GGUF`, `Llama-3.2-1B-Instruct-Q4_K_M.gguf` | llama |
-//!   | `Phi-3-mini` | `microsoft/Phi-3-mini-4k-instruct-gguf`, `Phi-3-mini-4k-instruct-q4.gguf` | phi3 |
-//!   | `Qwen3.5-0.8B` | `unsloth/Qwen3.5-0.8B-GGUF`, `Qwen3.5-0.8B-Q4_K_M.gguf` | qwen35: refused |
-//!   | `Gemma-2-2B` | `bartowski/gemma-2-2b-it-GGUF`, `gemma-2-2b-it-Q4_K_M.gguf` | gemma2: refused |
+//!   | Short name | Repo and file | Architecture | Engines |
+//!   |---|---|---|---|
+//!   | `Qwen3-0.6B` (default) | `unsloth/Qwen3-0.6B-GGUF`, `Qwen3-0.6B-Q4_K_M.gguf` | qwen3 | both |
+//!   | `Qwen3-1.7B` | `unsloth/Qwen3-1.7B-GGUF`, `Qwen3-1.7B-Q4_K_M.gguf` | qwen3 | both |
+//!   | `Qwen3-4B` | `unsloth/Qwen3-4B-GGUF`, `Qwen3-4B-Q4_K_M.gguf` | qwen3 | both |
+//!   | `Qwen2.5-0.5B-Instruct` | `Qwen/Qwen2.5-0.5B-Instruct-GGUF`, `qwen2.5-0.5b-instruct-q4_k_m.gguf` | qwen2 | both |
+//!   | `Qwen2.5-1.5B-Instruct` | `Qwen/Qwen2.5-1.5B-Instruct-GGUF`, `qwen2.5-1.5b-instruct-q4_k_m.gguf` | qwen2 | both |
+//!   | `Llama-3.2-1B` | `bartowski/Llama-3.2-1B-Instruct-GGUF`, `Llama-3.2-1B-Instruct-Q4_K_M.gguf` | llama | both |
+//!   | `Phi-3-mini` | `microsoft/Phi-3-mini-4k-instruct-gguf`, `Phi-3-mini-4k-instruct-q4.gguf` | phi3 | both |
+//!   | `Gemma-3-270M` | `unsloth/gemma-3-270m-it-GGUF`, `gemma-3-270m-it-Q4_K_M.gguf` | gemma3 | llama.cpp |
+//!   | `Gemma-3-1B` | `unsloth/gemma-3-1b-it-GGUF`, `gemma-3-1b-it-Q4_K_M.gguf` | gemma3 | llama.cpp |
+//!   | `Qwen3.5-0.8B` | `unsloth/Qwen3.5-0.8B-GGUF`, `Qwen3.5-0.8B-Q4_K_M.gguf` | qwen35 | llama.cpp |
+//!   | `Gemma-2-2B` | `bartowski/gemma-2-2b-it-GGUF`, `gemma-2-2b-it-Q4_K_M.gguf` | gemma2 | llama.cpp |
 //!
-//!   mistral.rs loads GGUF files of the architectures in [`SUPPORTED_ARCHITECTURES`] only; a short name of another
-//!   architecture is refused before anything is downloaded, with the names that would work.
+//!   A short name that no engine of this build (or not the configured engine) can run is refused before anything
+//!   is downloaded, with the names that would work.
 //! - Otherwise the default model, [`default_model`]: **Qwen3-0.6B** at Q4_K_M (about 400 MB), the most quality per
-//!   megabyte among the architectures mistral.rs loads from GGUF.
+//!   megabyte among the architectures both engines load, so every build runs it.
 //!
 //! A repo's file is taken from the Hugging Face cache when it is there (no network at all), and downloaded into
 //! it otherwise, with a progress bar, atomically (a `.part` file renamed when complete, its size checked).
 //! `HF_HUB_OFFLINE=1` forbids downloads, `HF_ENDPOINT` names another server, `HF_HOME` / `HF_HUB_CACHE` move the
 //! cache and `HF_TOKEN` opens gated repos: see [`HubSettings`]. When the model cannot be had, the error says what
-//! was tried and how to point `model_path` at a local file.
+//! was tried and how to point `model_path` at a local file. Both engines share this resolution.
 //!
 //! # How it runs
 //!
 //! - The context window is the GGUF's `{architecture}.context_length`; the chat template is the GGUF's own
-//!   (`tokenizer.chat_template`), or ChatML when it has none.
-//! - A model loads once per process: [`load`] keeps every engine, keyed by the file's canonical path and the device,
-//!   and hands out the same [`Arc`](std::sync::Arc) again. Loading runs on a blocking thread; mistral.rs runs
-//!   inference on a thread of its own, never on the async runtime's workers.
-//! - Answers stream as [`StreamEvent::TextDelta`](phosphor_core::StreamEvent::TextDelta)s (and reasoning and tool
-//!   calls when the model makes them), then [`StreamEvent::Usage`](phosphor_core::StreamEvent::Usage) with the
-//!   prompt and answer token counts, then the finish. Each call runs in a `chat` span that records
-//!   `gen_ai.usage.input_tokens` and `gen_ai.usage.output_tokens`.
+//!   (`tokenizer.chat_template`), or ChatML when it has none (or, on llama.cpp, when llama.cpp does not recognise
+//!   it: llama.cpp applies templates it knows by their text, not by running Jinja).
+//! - A model loads once per process: [`load`] keeps every engine, keyed by the file's canonical path, the engine
+//!   and the device, and hands out the same [`Arc`](std::sync::Arc) again. Loading runs on a blocking thread;
+//!   inference runs on threads of the engines' own (mistral.rs) or on a blocking thread per answer (llama.cpp),
+//!   never on the async runtime's workers. On llama.cpp answers to one model take turns.
+//! - Answers stream as [`StreamEvent::TextDelta`](phosphor_core::StreamEvent::TextDelta)s, then
+//!   [`StreamEvent::Usage`](phosphor_core::StreamEvent::Usage) with the prompt and answer token counts, then the
+//!   finish. mistral.rs also streams reasoning and tool calls when the model makes them; the llama.cpp engine
+//!   answers in text only (tool definitions are ignored with a warning, tool traffic in the history is shown to
+//!   the model as text). Each call runs in a `chat` span that records `gen_ai.usage.input_tokens` and
+//!   `gen_ai.usage.output_tokens`.
 //! - Sampling is greedy unless the request sets a temperature above 0; thinking is turned off for models whose
 //!   template can (Qwen3): small local models gain little from it and take long.
+//! - Dropping the stream cancels the answer: llama.cpp stops between two tokens (or two prompt batches).
 //! - A prompt longer than the window fails with [`phosphor_core::Error::ContextOverflow`], which drives compaction.
 //!
 //! # GPUs
 //!
-//! The `cuda` and `metal` features compile mistral.rs's GPU backends in. With `gpu: true` the model runs on the
-//! GPU when one is compiled in and present; otherwise it runs on the CPU after one warning.
+//! `vulkan` compiles llama.cpp's Vulkan backend in (AMD, Intel and NVIDIA GPUs; needs `libvulkan-dev` and `glslc`
+//! to build). `cuda` and `metal` compile the CUDA or Metal backend into every engine compiled in. With
+//! `gpu: true` the model runs on the first GPU the chosen engine finds; with none compiled in or none present it
+//! runs on the CPU after one warning. With `gpu: false` nothing runs on a GPU, even when one is compiled in.
 //!
-//! Only this crate names mistral.rs types.
+//! Only this crate names the engines' types.
 
 mod catalog;
+#[cfg(feature = "mistralrs")]
 mod convert;
 mod engine;
 pub mod error;
 mod hub;
+#[cfg(feature = "llamacpp")]
+mod llama;
+#[cfg(feature = "mistralrs")]
+mod mistral;
+mod select;
 
-pub use catalog::{
-    RepoSpec, SHORT_NAMES, SUPPORTED_ARCHITECTURES, ShortName, default_model, is_supported_architecture,
-    short_name,
-};
+pub use catalog::{RepoSpec, SHORT_NAMES, ShortName, default_model, short_name};
 pub use engine::{EmbeddedModel, PROVIDER, load, load_resolved, load_with};
 pub use error::{EmbeddedError, Result};
 pub use hub::{DEFAULT_ENDPOINT, HubSettings, ModelSource, ResolvedModel, resolve, resolve_repo};
+pub use select::{
+    EngineKind, LLAMA_CPP_ARCHITECTURES, MISTRAL_RS_ARCHITECTURES, choose_engine, is_supported_architecture,
+};
+
+/// What an image becomes for a text-only model.
+#[cfg(any(feature = "mistralrs", feature = "llamacpp"))]
+pub(crate) const IMAGE_PLACEHOLDER: &str = "[image omitted: this model reads text only]";

@@ -1,0 +1,497 @@
+//! The llama.cpp engine: a `LlamaModel` per file and device; each answer gets a fresh context on a blocking
+//! thread, and its tokens stream back over a channel.
+
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use futures::StreamExt;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::{
+    LlamaBackendDeviceType, LogOptions, list_llama_ggml_backend_devices, send_logs_to_tracing,
+};
+use phosphor_core::gguf::GgufMetadata;
+use phosphor_core::model::{ChatRequest, ChatStream, StreamEvent};
+use phosphor_core::{Error, FinishReason, Message, Part, Result as CoreResult, Role, Usage};
+use tokio::sync::mpsc;
+
+use crate::error::{EmbeddedError, Result};
+use crate::select::EngineKind;
+
+/// Tokens decoded per batch while reading the prompt.
+const BATCH: usize = 512;
+
+/// How many streamed events may wait for a slow reader before generation waits too.
+const STREAM_BUFFER: usize = 512;
+
+/// What Qwen3-style templates emit when thinking is off: an empty thought before the answer.
+const NO_THINKING: &str = "<think>\n\n</think>\n\n";
+
+/// The process's llama.cpp backend, started once (llama.cpp allows one).
+fn backend() -> std::result::Result<&'static LlamaBackend, String> {
+    static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp's own logs go to `tracing` (target `llama-cpp-2`), not straight to stderr.
+            send_logs_to_tracing(LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A GPU llama.cpp can use: its ggml device index and a name such as `vulkan:0`.
+fn gpu_device() -> Option<(usize, String)> {
+    backend().ok()?;
+    list_llama_ggml_backend_devices()
+        .into_iter()
+        .find(|d| {
+            matches!(d.device_type, LlamaBackendDeviceType::Gpu | LlamaBackendDeviceType::IntegratedGpu)
+        })
+        .map(|d| {
+            let name = d.name.to_lowercase();
+            let split = name.find(|c: char| c.is_ascii_digit()).unwrap_or(name.len());
+            let (backend, number) = name.split_at(split);
+            (d.index, format!("{backend}:{}", if number.is_empty() { "0" } else { number }))
+        })
+}
+
+/// Whether to force the CPU, and the device's name. A GPU that was asked for but is not there (or no GPU backend
+/// is compiled in) gets one warning and the CPU.
+pub(crate) fn choose_device(gpu: bool) -> (bool, String) {
+    if !gpu {
+        return (true, "cpu".to_owned());
+    }
+    if !cfg!(any(feature = "vulkan", feature = "cuda", feature = "metal")) {
+        tracing::warn!(
+            "`embedded_models.inference.gpu` is true, but this build of llama.cpp has no GPU backend (build with \
+             the `vulkan`, `cuda` or `metal` feature); running the embedded model on the CPU"
+        );
+        return (true, "cpu".to_owned());
+    }
+    match gpu_device() {
+        Some((_, name)) => (false, name),
+        None => {
+            tracing::warn!(
+                "`embedded_models.inference.gpu` is true, but llama.cpp found no GPU; running the embedded model \
+                 on the CPU"
+            );
+            (true, "cpu".to_owned())
+        }
+    }
+}
+
+/// A model loaded by llama.cpp.
+pub(crate) struct LlamaEngine {
+    model: LlamaModel,
+    template: LlamaChatTemplate,
+    /// The template turns thinking off the Qwen3 way (an empty `<think>` block).
+    no_thinking: bool,
+    context_window: u64,
+    threads: i32,
+    on_gpu: bool,
+    /// llama.cpp contexts of one model must not be created concurrently: answers take turns.
+    turn: Mutex<()>,
+}
+
+/// Loads a GGUF file with llama.cpp. Blocks while it reads the weights.
+pub(crate) fn start(
+    path: &Path,
+    metadata: &GgufMetadata,
+    context_window: u64,
+    force_cpu: bool,
+) -> Result<LlamaEngine> {
+    let load_error = |message: String| EmbeddedError::Load {
+        engine: EngineKind::LlamaCpp.name(),
+        path: path.to_path_buf(),
+        message,
+    };
+    let backend = backend().map_err(|e| load_error(format!("cannot start llama.cpp: {e}")))?;
+    let params = if force_cpu {
+        // No device list at all: nothing, not even single operations, goes to a GPU.
+        LlamaModelParams::default()
+            .with_n_gpu_layers(0)
+            .with_devices(&[])
+            .map_err(|e| load_error(format!("cannot keep the model on the CPU: {e}")))?
+    } else {
+        let (index, _) = gpu_device().ok_or_else(|| load_error("the GPU disappeared".into()))?;
+        LlamaModelParams::default()
+            .with_n_gpu_layers(u32::MAX)
+            .with_devices(&[index])
+            .map_err(|e| load_error(format!("cannot use the GPU: {e}")))?
+    };
+    let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| load_error(e.to_string()))?;
+    let template = match model.chat_template(None) {
+        Ok(template) if renders(&model, &template) => template,
+        Ok(_) => {
+            tracing::warn!(
+                path = %path.display(),
+                "llama.cpp does not recognise the model's chat template; using ChatML"
+            );
+            chatml()
+        }
+        Err(_) => {
+            tracing::warn!(path = %path.display(), "the model file has no chat template; using ChatML");
+            chatml()
+        }
+    };
+    let no_thinking = metadata.chat_template().is_some_and(|t| t.contains("enable_thinking"));
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get()).min(64) as i32;
+    Ok(LlamaEngine {
+        model,
+        template,
+        no_thinking,
+        context_window,
+        threads,
+        on_gpu: !force_cpu,
+        turn: Mutex::new(()),
+    })
+}
+
+/// llama.cpp's built-in ChatML template.
+fn chatml() -> LlamaChatTemplate {
+    #[allow(clippy::expect_used)]
+    LlamaChatTemplate::new("chatml").expect("a literal without NUL bytes")
+}
+
+/// Whether llama.cpp can apply the template (it recognises templates by their text).
+fn renders(model: &LlamaModel, template: &LlamaChatTemplate) -> bool {
+    LlamaChatMessage::new("user".into(), "Hi".into())
+        .ok()
+        .is_some_and(|message| model.apply_chat_template(template, &[message], true).is_ok())
+}
+
+/// Streams one answer of at most `max_tokens` tokens. Generation runs on a blocking thread and stops when the
+/// stream is dropped (between two tokens, or between two prompt batches).
+pub(crate) fn stream(
+    engine: Arc<LlamaEngine>,
+    request: ChatRequest,
+    max_tokens: u64,
+    model: &str,
+) -> ChatStream {
+    let span = tracing::Span::current();
+    let model = model.to_owned();
+    // The thread starts on the first poll, inside the caller's runtime.
+    let start = async move {
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            if let Err(error) = engine.generate(&request, max_tokens, &model, &tx) {
+                // The reader may be gone already; then nobody needs the error.
+                let _ = tx.blocking_send(Err(error));
+            }
+        });
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+    };
+    futures::stream::once(start).flatten().boxed()
+}
+
+/// The sender of an answer's events.
+type Events = mpsc::Sender<CoreResult<StreamEvent>>;
+
+impl LlamaEngine {
+    /// Renders the prompt, reads it and streams the answer into `tx`. Returns early, with `Ok`, when the reader
+    /// is gone.
+    fn generate(
+        &self,
+        request: &ChatRequest,
+        max_tokens: u64,
+        model_name: &str,
+        tx: &Events,
+    ) -> CoreResult<()> {
+        let backend = backend().map_err(|e| Error::Model(format!("llama.cpp is not running: {e}")))?;
+        if !request.tools.is_empty() {
+            tracing::warn!(
+                tools = request.tools.len(),
+                "the llama.cpp engine does not call tools; the answer will be text only"
+            );
+        }
+        let prompt = self.prompt(&request.messages)?;
+        let vocab = self.model.vocab();
+        let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+        let prompt_tokens = tokens.len() as u64;
+        if prompt_tokens >= self.context_window {
+            return Err(Error::ContextOverflow {
+                message: format!(
+                    "the prompt has {prompt_tokens} tokens and {model_name} has a window of {} tokens",
+                    self.context_window
+                ),
+                requested_tokens: Some(prompt_tokens),
+                limit_tokens: Some(self.context_window),
+            });
+        }
+        let max_tokens = max_tokens.min(self.context_window - prompt_tokens).max(1);
+        let n_ctx = u32::try_from(prompt_tokens + max_tokens).unwrap_or(u32::MAX);
+
+        let _turn = self.turn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(BATCH as u32)
+            .with_n_ubatch(BATCH as u32)
+            .with_n_threads(self.threads)
+            .with_n_threads_batch(self.threads)
+            .with_offload_kqv(self.on_gpu)
+            .with_op_offload(self.on_gpu);
+        let mut context = self.model.new_context(backend, params).map_err(|e| {
+            Error::Model(format!("llama.cpp could not make a context of {n_ctx} tokens: {e}"))
+        })?;
+
+        // Read the prompt, a batch at a time; only the last token's logits are needed.
+        let mut batch = LlamaBatch::new(BATCH, 1);
+        let last = tokens.len() - 1;
+        for (chunk_index, chunk) in tokens.chunks(BATCH).enumerate() {
+            if tx.is_closed() {
+                return Ok(());
+            }
+            batch.clear();
+            for (offset, token) in chunk.iter().enumerate() {
+                let position = chunk_index * BATCH + offset;
+                batch
+                    .add(*token, position as i32, &[0], position == last)
+                    .map_err(|e| Error::Model(format!("llama.cpp batch: {e}")))?;
+            }
+            context
+                .decode(&mut batch)
+                .map_err(|e| Error::Model(format!("llama.cpp could not read the prompt: {e}")))?;
+        }
+
+        let mut sampler = sampler(request.temperature);
+        let mut text = Utf8Stream::default();
+        let mut generated = 0u64;
+        let mut position = tokens.len() as i32;
+        let reason = loop {
+            let token = sampler.sample(&context, batch.n_tokens() - 1);
+            sampler.accept(token);
+            if vocab.is_eog(token) {
+                break FinishReason::Stop;
+            }
+            generated += 1;
+            let piece = text.push(&vocab.token_to_piece(token, false, None));
+            if !piece.is_empty() && tx.blocking_send(Ok(StreamEvent::TextDelta { text: piece })).is_err() {
+                return Ok(());
+            }
+            if generated >= max_tokens {
+                break FinishReason::Length;
+            }
+            batch.clear();
+            batch
+                .add(token, position, &[0], true)
+                .map_err(|e| Error::Model(format!("llama.cpp batch: {e}")))?;
+            position += 1;
+            context
+                .decode(&mut batch)
+                .map_err(|e| Error::Model(format!("llama.cpp could not go on: {e}")))?;
+        };
+        let rest = text.finish();
+        let usage = Usage { input_tokens: prompt_tokens, output_tokens: generated, ..Usage::default() };
+        let events = [
+            (!rest.is_empty()).then(|| StreamEvent::TextDelta { text: rest }),
+            Some(StreamEvent::Usage(usage)),
+            Some(StreamEvent::Finish { reason }),
+        ];
+        for event in events.into_iter().flatten() {
+            if tx.blocking_send(Ok(event)).is_err() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The prompt text: the messages through the model's chat template, ready for the assistant's answer.
+    fn prompt(&self, messages: &[Message]) -> CoreResult<String> {
+        let chat = template_messages(messages)
+            .into_iter()
+            .map(|(role, content)| LlamaChatMessage::new(role.to_owned(), content))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::BadRequest {
+                message: format!("a message cannot be given to llama.cpp: {e}"),
+                status: None,
+            })?;
+        let mut prompt = self
+            .model
+            .apply_chat_template(&self.template, &chat, true)
+            .map_err(|e| Error::Model(format!("llama.cpp could not apply the chat template: {e}")))?;
+        if self.no_thinking {
+            prompt.push_str(NO_THINKING);
+        }
+        Ok(prompt)
+    }
+}
+
+/// Greedy unless the request sets a temperature above 0.
+fn sampler(temperature: Option<f32>) -> LlamaSampler {
+    match temperature {
+        Some(t) if t > 0.0 => {
+            let seed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            LlamaSampler::chain_simple([
+                LlamaSampler::top_k(40),
+                LlamaSampler::top_p(0.95, 1),
+                LlamaSampler::temp(t),
+                LlamaSampler::dist(seed),
+            ])
+        }
+        _ => LlamaSampler::greedy(),
+    }
+}
+
+/// The messages as `(role, text)` pairs for llama.cpp's templates, which know `system`, `user` and `assistant`
+/// only: tool calls become a line of assistant text, tool results user text naming the call, images a
+/// placeholder. Consecutive messages of one role are joined, as some templates require alternation.
+fn template_messages(messages: &[Message]) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = Vec::with_capacity(messages.len());
+    for message in messages {
+        let role = match message.role {
+            Role::System => "system",
+            Role::Assistant => "assistant",
+            Role::User | Role::Tool => "user",
+        };
+        let mut text = String::new();
+        let mut line = |piece: &str| {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(piece);
+        };
+        for part in &message.parts {
+            match part {
+                Part::Text { text } => line(text),
+                Part::Image { .. } => line(crate::IMAGE_PLACEHOLDER),
+                Part::ToolCall(call) => {
+                    line(&format!("[tool call {} {}: {}]", call.id, call.name, call.arguments))
+                }
+                Part::ToolResult(result) => line(&format!(
+                    "[result of tool call {} {}{}]\n{}",
+                    result.call_id,
+                    result.name,
+                    if result.is_error { ", failed" } else { "" },
+                    result.content
+                )),
+                Part::Reasoning { .. } | Part::Finish { .. } => {}
+            }
+        }
+        match out.last_mut() {
+            Some((last_role, last_text)) if *last_role == role && role != "system" => {
+                last_text.push_str("\n\n");
+                last_text.push_str(&text);
+            }
+            _ => out.push((role, text)),
+        }
+    }
+    out
+}
+
+/// Turns token pieces into text, holding back a UTF-8 sequence split across tokens until it is whole.
+#[derive(Debug, Default)]
+struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// The text that is complete after this piece.
+    fn push(&mut self, piece: &[u8]) -> String {
+        self.pending.extend_from_slice(piece);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(text) => {
+                    out.push_str(text);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(error) => {
+                    let valid = error.valid_up_to();
+                    // SAFETY-free: the prefix up to `valid` is UTF-8 by the error's own account.
+                    out.push_str(&String::from_utf8_lossy(&self.pending[..valid]));
+                    match error.error_len() {
+                        // An incomplete sequence at the end: wait for the next piece.
+                        None => {
+                            self.pending.drain(..valid);
+                            return out;
+                        }
+                        // Bytes that can never be UTF-8: replace them and go on.
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            self.pending.drain(..valid + bad);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whatever is left at the end (an unfinished sequence becomes a replacement character).
+    fn finish(&mut self) -> String {
+        let rest = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        rest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use phosphor_core::{ToolCall, ToolResult};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn utf8_split_across_tokens_is_held_back() {
+        let mut stream = Utf8Stream::default();
+        let crab = "🦀".as_bytes();
+        assert_eq!(stream.push(b"a"), "a");
+        assert_eq!(stream.push(&crab[..2]), "");
+        assert_eq!(stream.push(&crab[2..]), "🦀");
+        assert_eq!(stream.push(&[b'x', 0xff, b'y']), "x\u{fffd}y");
+        assert_eq!(stream.push(&crab[..1]), "");
+        assert_eq!(stream.finish(), "\u{fffd}");
+        assert_eq!(stream.finish(), "");
+    }
+
+    #[test]
+    fn tool_traffic_becomes_text_and_roles_alternate() {
+        let call =
+            ToolCall { id: "c1".into(), name: "read_file".into(), arguments: r#"{"path":"a.rs"}"#.into() };
+        let result = ToolResult {
+            call_id: "c1".into(),
+            name: "read_file".into(),
+            content: "fn main() {}".into(),
+            is_error: false,
+        };
+        let messages = vec![
+            Message::system("Be brief."),
+            Message::user("Read a.rs"),
+            Message { role: Role::Assistant, parts: vec![Part::ToolCall(call)], ..Message::user("") },
+            Message { role: Role::Tool, parts: vec![Part::ToolResult(result)], ..Message::user("") },
+            Message::user("Now summarize."),
+        ];
+        assert_eq!(
+            template_messages(&messages),
+            vec![
+                ("system", "Be brief.".to_owned()),
+                ("user", "Read a.rs".to_owned()),
+                ("assistant", r#"[tool call c1 read_file: {"path":"a.rs"}]"#.to_owned()),
+                ("user", "[result of tool call c1 read_file]\nfn main() {}\n\nNow summarize.".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn sampling_is_greedy_without_a_temperature() {
+        for temperature in [None, Some(0.0)] {
+            assert_eq!(
+                sampler(temperature).name().map(|n| n.to_string_lossy().into_owned()).as_deref(),
+                Some("greedy")
+            );
+        }
+        assert_eq!(
+            sampler(Some(0.7)).name().map(|n| n.to_string_lossy().into_owned()).as_deref(),
+            Some("chain")
+        );
+    }
+}

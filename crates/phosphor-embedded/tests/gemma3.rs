@@ -1,0 +1,79 @@
+//! A model only llama.cpp runs: Gemma 3 270M (Q4_K_M) from `PHOSPHOR_TEST_GEMMA`
+//! (`cargo xtask fetch-test-model gemma3`). Skipped, saying so, when the variable is unset (CI sets it).
+
+use std::path::PathBuf;
+
+use phosphor_core::config::{Engine, InferenceConfig};
+use phosphor_core::message::{FinishReason, Message};
+use phosphor_core::model::{ChatModel, ChatRequest};
+use phosphor_embedded::{EmbeddedError, EngineKind, HubSettings, load_with};
+use pretty_assertions::assert_eq;
+
+/// Gemma 3 270M's `gemma3.context_length`.
+const GEMMA3_CONTEXT: u64 = 32768;
+
+fn gemma() -> Option<PathBuf> {
+    let path = std::env::var_os("PHOSPHOR_TEST_GEMMA").map(PathBuf::from);
+    if path.is_none() {
+        eprintln!("skipped: PHOSPHOR_TEST_GEMMA is not set (run `cargo xtask fetch-test-model gemma3`)");
+    }
+    path
+}
+
+fn config(path: PathBuf, engine: Engine) -> InferenceConfig {
+    InferenceConfig { enabled: true, model_path: Some(path), engine, ..Default::default() }
+}
+
+fn offline() -> HubSettings {
+    HubSettings {
+        cache_dir: PathBuf::from("/nonexistent/phosphor-test-hub"),
+        endpoint: "http://127.0.0.1:9".into(),
+        offline: true,
+        token: None,
+        progress: false,
+    }
+}
+
+#[tokio::test]
+async fn auto_routes_gemma3_to_llama_cpp_which_summarizes() {
+    let Some(path) = gemma() else { return };
+    let model = load_with(&config(path, Engine::Auto), offline()).await.unwrap();
+    assert_eq!(
+        (model.engine(), model.architecture(), model.device(), model.info().context_window),
+        (EngineKind::LlamaCpp, "gemma3", "cpu", GEMMA3_CONTEXT)
+    );
+    let request = ChatRequest {
+        messages: vec![
+            Message::system("You summarize conversations in one short paragraph."),
+            Message::user("The build fails because `serde_json` keys come out in a different order."),
+            Message::assistant(
+                "I enabled `preserve_order` for every crate, so the order is the same everywhere.",
+            ),
+            Message::user("Summarize what we did."),
+        ],
+        max_output_tokens: Some(64),
+        ..ChatRequest::default()
+    };
+    let completion = model.complete(request).await.unwrap();
+    assert!(completion.text.trim().len() > 10, "{completion:?}");
+    // Gemma's turn markers are control tokens: they end the answer and never show in it.
+    assert!(!completion.text.contains("<end_of_turn>") && !completion.text.contains("<start_of_turn>"));
+    assert!(matches!(completion.finish_reason, Some(FinishReason::Stop | FinishReason::Length)));
+    let usage = completion.usage.unwrap();
+    assert!(usage.input_tokens > 40 && usage.output_tokens > 0 && usage.output_tokens <= 64, "{usage:?}");
+}
+
+#[tokio::test]
+async fn mistral_rs_refuses_gemma3_naming_what_works() {
+    let Some(path) = gemma() else { return };
+    let err = load_with(&config(path.clone(), Engine::Mistralrs), offline()).await.unwrap_err();
+    assert!(matches!(err, EmbeddedError::EngineUnavailable { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "`embedded_models.inference.engine` is \"mistralrs\", but {} is a `gemma3` model and mistral.rs cannot \
+             load `gemma3` models from GGUF; set it to `auto` or `llamacpp`",
+            path.display()
+        )
+    );
+}
