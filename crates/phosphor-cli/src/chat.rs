@@ -30,7 +30,8 @@ pub async fn chat(globals: &Globals, args: ChatArgs) -> Result<()> {
     let result = match current {
         Ok(current) => {
             let renderer = Renderer::new(Box::new(io::stdout()), Box::new(io::stdout()));
-            Chat { setup: &setup, current, renderer }.run().await
+            let interactive = io::stdin().is_terminal();
+            Chat { setup: &setup, current, renderer, interactive }.run().await
         }
         Err(err) => Err(err),
     };
@@ -42,6 +43,8 @@ struct Chat<'a> {
     setup: &'a Setup,
     current: Option<Session>,
     renderer: Renderer,
+    /// Whether stdin is a terminal: it shows the prompt, and echoes `^C` itself when Ctrl-C is pressed.
+    interactive: bool,
 }
 
 /// What to do after a line.
@@ -52,11 +55,10 @@ enum Flow {
 
 impl Chat<'_> {
     async fn run(mut self) -> Result<()> {
-        let interactive = io::stdin().is_terminal();
         self.banner().await?;
         let mut lines = stdin_lines();
         loop {
-            if interactive {
+            if self.interactive {
                 let mut stdout = io::stdout().lock();
                 write!(stdout, "› ")?;
                 stdout.flush()?;
@@ -130,10 +132,19 @@ impl Chat<'_> {
             .await;
         match result {
             Ok(Some(_)) => self.renderer.end_line()?,
-            Ok(None) => self.renderer.line("^C cancelled; the session is kept, type another message")?,
+            Ok(None) => {
+                let text = self.cancelled("cancelled; the session is kept, type another message");
+                self.renderer.line(&text)?
+            }
             Err(err) => self.error(err)?,
         }
         Ok(Flow::Continue)
+    }
+
+    /// The line shown when Ctrl-C stopped a turn or a compaction: a terminal has echoed `^C` already,
+    /// so only input from elsewhere (a pipe, where the signal came from `kill`) gets it written out.
+    fn cancelled(&self, message: &str) -> String {
+        if self.interactive { message.to_owned() } else { format!("^C {message}") }
     }
 
     /// Shows a failed turn or command and goes on; fails only when the terminal itself fails.
@@ -225,7 +236,10 @@ impl Chat<'_> {
         .await;
         match result {
             Ok(Some(_)) => {}
-            Ok(None) => self.renderer.line("^C compaction cancelled; the session is unchanged")?,
+            Ok(None) => {
+                let text = self.cancelled("compaction cancelled; the session is unchanged");
+                self.renderer.line(&text)?
+            }
             // Shown as a `⟳ compaction failed` line already, unless it failed before it started.
             Err(err) if failure_shown && err.downcast_ref::<io::Error>().is_none() => {}
             Err(err) => self.error(err)?,

@@ -23,7 +23,23 @@
 //! that leave it (`..`, absolute paths elsewhere, symlinks pointing out) get an error result; nothing
 //! is ever written.
 //!
-//! Not in this build: OTLP export.
+//! # Logging and telemetry
+//!
+//! Log lines go to stderr: warnings by default, more with `-v`/`-vv`/`-vvv`, or exactly what
+//! `RUST_LOG` says. With the `otel` cargo feature (on by default), setting
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` (spans go to `{endpoint}/v1/traces`) or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as given) also exports the tracing spans over OTLP/HTTP:
+//! each turn (`invoke_agent phosphor`), each compaction, and each model call (`chat {model}`, a client
+//! span with the GenAI attributes `gen_ai.request.model`, `gen_ai.usage.input_tokens`,
+//! `gen_ai.usage.output_tokens`, ...). Phosphor's spans at `info` are exported whatever `-v` and
+//! `RUST_LOG` say. The SDK's variables apply: `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the
+//! default, or `http/json`; gRPC is not built in), `OTEL_EXPORTER_OTLP_HEADERS`,
+//! `OTEL_EXPORTER_OTLP_TIMEOUT`, their `_TRACES_` forms, `OTEL_BSP_*`, `OTEL_RESOURCE_ATTRIBUTES`,
+//! `OTEL_SERVICE_NAME` (default `phosphor`) and `OTEL_SDK_DISABLED=true`. Spans are sent in batches
+//! while the command runs and the rest at exit, which waits at most 5 seconds. Telemetry never
+//! changes a command's result: a collector that is unreachable or refuses costs one `warning:` line.
+//! Without the variables nothing of OpenTelemetry is set up; a build without `otel` ignores them (and
+//! says so with `-v`).
 //!
 //! # Exit codes
 //!
@@ -45,6 +61,7 @@ mod render;
 mod run;
 mod session;
 mod sessions;
+mod telemetry;
 mod tools;
 mod transcript;
 
@@ -100,19 +117,23 @@ pub struct Globals {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.verbose);
+    let telemetry = telemetry::init(cli.verbose);
     let verbose = cli.verbose;
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(err) => return report(&anyhow!("cannot start the async runtime: {err}"), verbose),
+    let code = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => {
+            let result = runtime.block_on(dispatch(cli));
+            // Leave at once: a blocked stdin reader must not keep the process alive.
+            runtime.shutdown_timeout(Duration::from_millis(200));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => report(&err, verbose),
+            }
+        }
+        Err(err) => report(&anyhow!("cannot start the async runtime: {err}"), verbose),
     };
-    let result = runtime.block_on(dispatch(cli));
-    // Leave at once: a blocked stdin reader must not keep the process alive.
-    runtime.shutdown_timeout(Duration::from_millis(200));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => report(&err, verbose),
-    }
+    // After the runtime: the spans of the command have all ended.
+    telemetry.shutdown();
+    code
 }
 
 /// Prints `error: ...` (and the causes with `-v`) and picks the exit code.
@@ -136,25 +157,6 @@ fn report(err: &anyhow::Error, verbose: u8) -> ExitCode {
         }
     }
     ExitCode::from(if err.downcast_ref::<UsageError>().is_some() { 2 } else { 1 })
-}
-
-fn init_tracing(verbose: u8) {
-    use tracing_subscriber::EnvFilter;
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(directives) if !directives.trim().is_empty() => EnvFilter::new(directives),
-        _ => EnvFilter::new(match verbose {
-            0 => "warn",
-            1 => "warn,phosphor=info",
-            2 => "info,phosphor=debug",
-            _ => "debug,phosphor=trace",
-        }),
-    };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .with_target(verbose >= 2)
-        .without_time()
-        .try_init();
 }
 
 async fn dispatch(cli: Cli) -> Result<()> {

@@ -1,4 +1,10 @@
 //! The loaded model: one engine per model file, engine and device, shared by the whole process.
+// A build without any engine still compiles (loading then fails, naming the features); its engine-specific paths
+// are empty.
+#![cfg_attr(
+    not(any(feature = "mistralrs", feature = "llamacpp")),
+    allow(unused_variables, unused_imports, unreachable_code, dead_code)
+)]
 
 use std::collections::HashMap;
 use std::io::BufReader;
@@ -115,8 +121,11 @@ pub async fn load_with(config: &InferenceConfig, hub: HubSettings) -> Result<Arc
 /// A model being loaded or loaded.
 type Slot = Arc<OnceCell<Arc<EmbeddedModel>>>;
 
-/// Every engine of the process, keyed by the canonical path of its file, the engine and whether it runs on the CPU.
-static ENGINES: LazyLock<Mutex<HashMap<(PathBuf, EngineKind, bool), Slot>>> = LazyLock::new(Mutex::default);
+/// An engine's identity: the canonical path of its file, the engine and whether it runs on the CPU.
+type EngineKey = (PathBuf, EngineKind, bool);
+
+/// Every engine of the process.
+static ENGINES: LazyLock<Mutex<HashMap<EngineKey, Slot>>> = LazyLock::new(Mutex::default);
 
 /// Starts (or finds) the engine for a resolved model file: `engine` as configured (`auto` picks by the file's
 /// architecture, without loading it), on the GPU when `gpu` and one is usable.
@@ -283,7 +292,7 @@ impl ChatModel for EmbeddedModel {
         );
         let max_tokens = request.max_output_tokens.unwrap_or(info.max_output_tokens);
         span.record("gen_ai.request.max_tokens", max_tokens);
-        let inner = {
+        let inner: ChatStream = {
             let _entered = span.enter();
             match self.backend {
                 #[cfg(feature = "mistralrs")]

@@ -290,7 +290,7 @@ impl LlamaEngine {
         let rest = text.finish();
         let usage = Usage { input_tokens: prompt_tokens, output_tokens: generated, ..Usage::default() };
         let events = [
-            (!rest.is_empty()).then(|| StreamEvent::TextDelta { text: rest }),
+            (!rest.is_empty()).then_some(StreamEvent::TextDelta { text: rest }),
             Some(StreamEvent::Usage(usage)),
             Some(StreamEvent::Finish { reason }),
         ];

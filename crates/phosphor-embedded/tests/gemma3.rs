@@ -1,6 +1,8 @@
 //! A model only llama.cpp runs: Gemma 3 270M (Q4_K_M) from `PHOSPHOR_TEST_GEMMA`
 //! (`cargo xtask fetch-test-model gemma3`). Skipped, saying so, when the variable is unset (CI sets it).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use phosphor_core::config::{Engine, InferenceConfig};

@@ -5,6 +5,8 @@
 //! All tests share one process, so they share one engine per kind (the process-wide cache is part of what is
 //! tested).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
