@@ -3,7 +3,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-use phosphor_core::config::InferenceConfig;
+use phosphor_core::config::{Engine, InferenceConfig};
 use phosphor_embedded::{EmbeddedError, HubSettings, ModelSource, ResolvedModel, default_model, resolve};
 use pretty_assertions::assert_eq;
 
@@ -117,10 +117,13 @@ fn unsupported_architectures_fail_before_any_download() {
         ("HF_HOME", home.path().display().to_string()),
         ("HF_ENDPOINT", format!("http://{}", listener.local_addr().unwrap())),
     ]);
-    for name in ["Gemma-2-2B", "Qwen3.5-0.8B"] {
-        let err = resolve(&repo_config(name), &hub).unwrap_err();
-        assert!(matches!(err, EmbeddedError::UnsupportedArchitecture { .. }), "{name}: {err:?}");
-        assert!(err.to_string().contains("use one of the short names Qwen3-0.6B, "), "{err}");
+    // Only llama.cpp runs these: with `engine: mistralrs` they are refused before anything is fetched.
+    for name in ["Gemma-2-2B", "Qwen3.5-0.8B", "Gemma-3-270M"] {
+        let config = InferenceConfig { engine: Engine::Mistralrs, ..repo_config(name) };
+        let err = resolve(&config, &hub).unwrap_err();
+        assert!(matches!(err, EmbeddedError::EngineUnavailable { .. }), "{name}: {err:?}");
+        assert!(err.to_string().contains("mistral.rs cannot load"), "{err}");
+        assert!(err.to_string().ends_with("set it to `auto` or `llamacpp`"), "{err}");
     }
     assert!(
         listener.accept().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
@@ -219,15 +222,18 @@ async fn local_files_are_checked_before_the_engine_starts() {
         async move { phosphor_embedded::load_with(&config, hub).await.unwrap_err() }
     };
 
-    let gemma = tiny_gguf(&[("general.architecture", "gemma2")], &[("gemma2.context_length", 8192)]);
-    let err = load("gemma.gguf", gemma).await;
+    let odd = tiny_gguf(&[("general.architecture", "wavenet")], &[("wavenet.context_length", 8192)]);
+    let err = load("odd.gguf", odd).await;
     assert!(
-        matches!(&err, EmbeddedError::UnsupportedArchitecture { architecture, .. } if architecture == "gemma2"),
+        matches!(&err, EmbeddedError::UnsupportedArchitecture { architecture, .. } if architecture == "wavenet"),
         "{err:?}"
     );
     assert!(
-        err.to_string()
-            .starts_with(&format!("{} is a `gemma2` model", dir.path().join("gemma.gguf").display()))
+        err.to_string().starts_with(&format!(
+            "{} is a `wavenet` model, which no engine in this build can run from GGUF",
+            dir.path().join("odd.gguf").display()
+        )),
+        "{err}"
     );
 
     let err = load("no-window.gguf", tiny_gguf(&[("general.architecture", "llama")], &[])).await;
