@@ -1,7 +1,12 @@
 //! Project automation, run as `cargo xtask <command>`:
 //!
 //! - `ci`: what CI runs (format, clippy, the test model, tests, crates alone, docs).
-//! - `bench`: the criterion benchmarks, then a short table of their figures.
+//! - `bench [filter]`: the criterion benchmarks and the embedded engines' bench (on the SmolLM2 test model unless
+//!   `PHOSPHOR_TEST_MODEL` names another GGUF file), then a short table of the criterion figures.
+//! - `bench-target-cpu`: the embedded bench built twice, as a plain release build and for `x86-64-v3` (AVX2, FMA,
+//!   F16C), side by side: the measurement behind how `dist` builds the shipped binary.
+//! - `dist [--baseline]`: the release `phosphor` binary as it is shipped (for `x86-64-v3` CPUs; `--baseline` for
+//!   any x86-64 CPU), copied to `dist/`.
 //! - `fetch-test-model [smollm2 | gemma3 | all]`: the small GGUF models the embedded tests use, into a cache.
 
 use std::path::{Path, PathBuf};
@@ -82,6 +87,8 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("bench") => bench(&args[1..]),
+        Some("bench-target-cpu") => bench_target_cpu(),
+        Some("dist") => dist(&args[1..]),
         Some("fetch-test-model") => {
             let wanted = args.get(1).map_or("smollm2", String::as_str);
             let models: Vec<&TestModel> = match wanted {
@@ -96,8 +103,15 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
-        Some(other) => bail!("unknown command {other:?}; expected one of: ci, bench, fetch-test-model"),
-        None => bail!("usage: cargo xtask <ci | bench [filter] | fetch-test-model [smollm2 | gemma3 | all]>"),
+        Some(other) => {
+            bail!(
+                "unknown command {other:?}; expected one of: ci, bench, bench-target-cpu, dist, fetch-test-model"
+            )
+        }
+        None => bail!(
+            "usage: cargo xtask <ci | bench [filter] | bench-target-cpu | dist [--baseline] | \
+             fetch-test-model [smollm2 | gemma3 | all]>"
+        ),
     }
 }
 
@@ -220,21 +234,126 @@ if digest.hexdigest() != want:
 }
 
 fn bench(filter: &[String]) -> Result<()> {
+    let model = bench_model()?;
     let mut args = vec!["bench", "--workspace", "--locked"];
     if let Some(f) = filter.first() {
         args.push("--");
         args.push(f);
     }
-    run("cargo", &args, &[])?;
-    print_criterion_table(Path::new("target/criterion"))
+    run("cargo", &args, &[("PHOSPHOR_TEST_MODEL", &model)])?;
+    print_criterion_table(&target_dir().join("criterion"))
+}
+
+/// The GGUF file the embedded bench runs: `$PHOSPHOR_TEST_MODEL`, else the SmolLM2 test model (fetched once).
+fn bench_model() -> Result<String> {
+    let path = match std::env::var_os("PHOSPHOR_TEST_MODEL") {
+        Some(path) => PathBuf::from(path),
+        None => fetch_test_model(&SMOLLM2)?,
+    };
+    path.into_os_string().into_string().map_err(|p| anyhow::anyhow!("model path {p:?} is not UTF-8"))
+}
+
+/// Cargo's target directory: `$CARGO_TARGET_DIR`, else `target` in the workspace.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
+}
+
+/// The CPU level the shipped binary is built for, and the flags that select it. See docs/BENCHMARKS.md: candle
+/// (mistral.rs) picks its quantized kernels at compile time, and llama.cpp is built for AVX2 either way.
+const DIST_CPU: &str = "x86-64-v3";
+const DIST_RUSTFLAGS: &str = "-C target-cpu=x86-64-v3";
+
+/// Runs the embedded bench as the plain release build (both engines) and as a `DIST_CPU` build of mistral.rs alone,
+/// in a target directory of its own so that neither evicts the other, then prints the figures side by side.
+/// llama.cpp's C++ is compiled for AVX2 whatever the Rust flags, so only mistral.rs (candle) differs.
+fn bench_target_cpu() -> Result<()> {
+    let model = bench_model()?;
+    let target = target_dir();
+    let results = target.join("bench-target-cpu.txt");
+    let results_str = results.to_str().context("target path is not UTF-8")?.to_owned();
+    let cpu_dir = target.join(DIST_CPU);
+    let cpu_dir = cpu_dir.to_str().context("target path is not UTF-8")?.to_owned();
+    let _ = std::fs::remove_file(&results);
+    let plain = ["bench", "--workspace", "--locked", "--bench", "embedded"];
+    let mistral_only = [
+        "bench",
+        "--locked",
+        "-p",
+        "phosphor-embedded",
+        "--no-default-features",
+        "--features",
+        "mistralrs",
+        "--bench",
+        "embedded",
+    ];
+    let mut rows = Vec::new();
+    for (label, args, extra) in [
+        ("release", &plain[..], vec![]),
+        (
+            DIST_CPU,
+            &mistral_only[..],
+            vec![("RUSTFLAGS", DIST_RUSTFLAGS), ("CARGO_TARGET_DIR", cpu_dir.as_str())],
+        ),
+    ] {
+        let mut envs =
+            vec![("PHOSPHOR_TEST_MODEL", model.as_str()), ("PHOSPHOR_BENCH_OUT", results_str.as_str())];
+        envs.extend(extra);
+        run("cargo", args, &envs)?;
+        let text = std::fs::read_to_string(&results).unwrap_or_default();
+        rows.extend(text.lines().map(|line| format!("{label:<10} {line}")));
+        let _ = std::fs::remove_file(&results);
+    }
+    println!("\nmodel: {model}");
+    println!(
+        "{:<10} {:<10} {:>8} {:>15} {:>18} {:>10}",
+        "build", "engine", "load s", "prefill tok/s", "generation tok/s", "peak MiB"
+    );
+    for row in rows {
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        let number = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
+        println!(
+            "{:<10} {:<10} {:>8.2} {:>15.1} {:>18.1} {:>10.0}",
+            fields[0],
+            fields.get(1).unwrap_or(&"?"),
+            number(2),
+            number(3),
+            number(4),
+            number(5)
+        );
+    }
+    Ok(())
+}
+
+/// Builds the `phosphor` binary as it is shipped and copies it to `dist/`.
+fn dist(args: &[String]) -> Result<()> {
+    let baseline = match args.first().map(String::as_str) {
+        None => false,
+        Some("--baseline") => true,
+        Some(other) => bail!("unknown option {other:?} for dist; expected nothing or --baseline"),
+    };
+    let target = target_dir();
+    let build = ["build", "--release", "--locked", "--workspace", "--bin", "phosphor"];
+    let (dir, name) = if baseline {
+        run("cargo", &build, &[])?;
+        (target.clone(), "phosphor-x86-64".to_owned())
+    } else {
+        let dir = target.join(DIST_CPU);
+        let dir_str = dir.to_str().context("target path is not UTF-8")?;
+        run("cargo", &build, &[("RUSTFLAGS", DIST_RUSTFLAGS), ("CARGO_TARGET_DIR", dir_str)])?;
+        (dir, format!("phosphor-{DIST_CPU}"))
+    };
+    std::fs::create_dir_all("dist").context("could not create dist/")?;
+    let out = Path::new("dist").join(name);
+    std::fs::copy(dir.join("release").join("phosphor"), &out)
+        .with_context(|| format!("could not copy the binary to {}", out.display()))?;
+    println!("{}", out.display());
+    Ok(())
 }
 
 /// Walks criterion's output and prints one line per benchmark: mean time and throughput.
 fn print_criterion_table(root: &Path) -> Result<()> {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from);
-    let root = target.map(|t| t.join("criterion")).unwrap_or_else(|| root.to_path_buf());
     let mut rows = Vec::new();
-    collect_estimates(&root, &mut rows)?;
+    collect_estimates(root, &mut rows)?;
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     println!("\n{:<60} {:>14} {:>16}", "benchmark", "mean", "throughput");
     for (name, mean_ns, throughput) in rows {

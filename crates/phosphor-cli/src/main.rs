@@ -54,6 +54,7 @@ mod chat;
 mod cli;
 mod compact;
 mod config_check;
+mod cpu;
 mod format;
 mod models;
 mod profiles;
@@ -116,6 +117,10 @@ pub struct Globals {
 }
 
 fn main() -> ExitCode {
+    if let Err(message) = cpu::check() {
+        eprintln!("error: {message}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     let telemetry = telemetry::init(cli.verbose);
     let verbose = cli.verbose;

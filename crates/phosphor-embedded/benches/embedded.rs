@@ -6,6 +6,9 @@
 //! Prefill speed is the prompt's tokens over the time to the first text; generation speed is the remaining tokens
 //! over the time after it. Each engine runs in a child process of its own (this program, with
 //! `PHOSPHOR_BENCH_ENGINE` set), so that its peak resident memory (`VmHWM`) is its own.
+//! `PHOSPHOR_BENCH_ENGINES=llamacpp` (or `mistralrs`) measures one engine only. With `PHOSPHOR_BENCH_OUT=<file>`,
+//! each engine's figures are also appended to that file, one line each, for `cargo xtask bench-target-cpu`.
+//! Like criterion, it takes a filter argument: it runs when the filter is part of the name `embedded`.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -99,8 +102,19 @@ fn main() -> anyhow::Result<()> {
     if let Ok(engine) = std::env::var("PHOSPHOR_BENCH_ENGINE") {
         return measure(path, &engine);
     }
+    // `cargo bench -- FILTER` hands the filter to every bench; flags such as `--bench` are not filters.
+    if let Some(filter) = std::env::args().skip(1).find(|a| !a.starts_with('-'))
+        && !"embedded".contains(filter.as_str())
+    {
+        return Ok(());
+    }
+    let wanted = std::env::var("PHOSPHOR_BENCH_ENGINES").unwrap_or_default();
+    let wanted: Vec<&str> = wanted.split(',').map(str::trim).filter(|w| !w.is_empty()).collect();
     let mut table = Vec::new();
-    for kind in EngineKind::ALL.into_iter().filter(|k| k.is_compiled_in()) {
+    for kind in EngineKind::ALL
+        .into_iter()
+        .filter(|k| k.is_compiled_in() && (wanted.is_empty() || wanted.contains(&k.config_name())))
+    {
         println!("\n== {kind} ==");
         let output = std::process::Command::new(std::env::current_exe()?)
             .env("PHOSPHOR_BENCH_ENGINE", kind.config_name())
@@ -135,6 +149,23 @@ fn main() -> anyhow::Result<()> {
                 f.peak_mib
             ),
             None => println!("{:<12} {:>10}", kind.name(), "n/a"),
+        }
+    }
+    if let Some(out) = std::env::var_os("PHOSPHOR_BENCH_OUT") {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&out)?;
+        for (kind, figures) in &table {
+            if let Some(f) = figures {
+                writeln!(
+                    file,
+                    "{} {} {} {} {}",
+                    kind.config_name(),
+                    f.load_s,
+                    f.prefill,
+                    f.generation,
+                    f.peak_mib
+                )?;
+            }
         }
     }
     let find = |wanted: EngineKind| table.iter().find(|(k, _)| *k == wanted).and_then(|(_, f)| *f);
