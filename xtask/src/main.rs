@@ -3,8 +3,8 @@
 //! - `ci`: what CI runs (format, clippy, the test model, tests, crates alone, docs).
 //! - `bench [filter]`: the criterion benchmarks and the embedded engines' bench (on the SmolLM2 test model unless
 //!   `PHOSPHOR_TEST_MODEL` names another GGUF file), then a short table of the criterion figures.
-//! - `bench-target-cpu`: the embedded bench built twice, as a plain release build and for `x86-64-v3` (AVX2, FMA,
-//!   F16C), side by side: the measurement behind how `dist` builds the shipped binary.
+//! - `bench-target-cpu`: the embedded bench (both engines) built twice, as a plain release build and for
+//!   `x86-64-v3` (AVX2, FMA, F16C), side by side: the measurement behind how `dist` builds the shipped binary.
 //! - `dist [--baseline]`: the release `phosphor` binary as it is shipped (for `x86-64-v3` CPUs; `--baseline` for
 //!   any x86-64 CPU), copied to `dist/`.
 //! - `fetch-test-model [smollm2 | gemma3 | all]`: the small GGUF models the embedded tests use, into a cache.
@@ -259,13 +259,13 @@ fn target_dir() -> PathBuf {
 }
 
 /// The CPU level the shipped binary is built for, and the flags that select it. See docs/BENCHMARKS.md: candle
-/// (mistral.rs) picks its quantized kernels at compile time, and llama.cpp is built for AVX2 either way.
+/// (mistral.rs) picks its quantized kernels at compile time, and llama-cpp-sys-2 builds llama.cpp for the same
+/// target features as the Rust code (SSE2 only in a plain x86-64 build).
 const DIST_CPU: &str = "x86-64-v3";
 const DIST_RUSTFLAGS: &str = "-C target-cpu=x86-64-v3";
 
-/// Runs the embedded bench as the plain release build (both engines) and as a `DIST_CPU` build of mistral.rs alone,
-/// in a target directory of its own so that neither evicts the other, then prints the figures side by side.
-/// llama.cpp's C++ is compiled for AVX2 whatever the Rust flags, so only mistral.rs (candle) differs.
+/// Runs the embedded bench (both engines) as the plain release build and as a `DIST_CPU` build, the latter in a
+/// target directory of its own so that neither evicts the other, then prints the figures side by side.
 fn bench_target_cpu() -> Result<()> {
     let model = bench_model()?;
     let target = target_dir();
@@ -274,31 +274,16 @@ fn bench_target_cpu() -> Result<()> {
     let cpu_dir = target.join(DIST_CPU);
     let cpu_dir = cpu_dir.to_str().context("target path is not UTF-8")?.to_owned();
     let _ = std::fs::remove_file(&results);
-    let plain = ["bench", "--workspace", "--locked", "--bench", "embedded"];
-    let mistral_only = [
-        "bench",
-        "--locked",
-        "-p",
-        "phosphor-embedded",
-        "--no-default-features",
-        "--features",
-        "mistralrs",
-        "--bench",
-        "embedded",
-    ];
+    let bench = ["bench", "--workspace", "--locked", "--bench", "embedded"];
     let mut rows = Vec::new();
-    for (label, args, extra) in [
-        ("release", &plain[..], vec![]),
-        (
-            DIST_CPU,
-            &mistral_only[..],
-            vec![("RUSTFLAGS", DIST_RUSTFLAGS), ("CARGO_TARGET_DIR", cpu_dir.as_str())],
-        ),
+    for (label, extra) in [
+        ("release", vec![]),
+        (DIST_CPU, vec![("RUSTFLAGS", DIST_RUSTFLAGS), ("CARGO_TARGET_DIR", cpu_dir.as_str())]),
     ] {
         let mut envs =
             vec![("PHOSPHOR_TEST_MODEL", model.as_str()), ("PHOSPHOR_BENCH_OUT", results_str.as_str())];
         envs.extend(extra);
-        run("cargo", args, &envs)?;
+        run("cargo", &bench, &envs)?;
         let text = std::fs::read_to_string(&results).unwrap_or_default();
         rows.extend(text.lines().map(|line| format!("{label:<10} {line}")));
         let _ = std::fs::remove_file(&results);
