@@ -1,25 +1,24 @@
-//! `SessionAgent`: runs turns over a stored session and compacts it when the window fills.
+//! `SessionAgent` and its builder: the models, options and tools of an agent, its per-session
+//! queue and cache. A turn is in `turn.rs`, a compaction in `compaction.rs`, the rules both follow
+//! in `policy.rs`.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
-use phosphor_core::config::{Options, SummarizeModel};
-use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
-use phosphor_core::{
-    ApproxCounter, ChatModel, ChatRequest, Completion, FinishReason, Message, MessageStatus, Part, Role,
-    Session, StreamEvent, TokenCounter, TokenLedger, Usage,
-};
-use phosphor_prompt::{Profiles, SummaryContext};
+use phosphor_core::config::Options;
+use phosphor_core::{ChatModel, Message, MessageStatus, Part, Role, Session, TokenCounter, TokenLedger};
+use phosphor_prompt::Profiles;
 use phosphor_store::SessionStore;
-use tracing::{Instrument, field};
+use tracing::Instrument;
 
-use crate::artifacts::{ArtifactTrail, TRAIL_HEADING};
+use crate::compaction::CompactionReport;
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
+use crate::policy;
+use crate::shown::{shown_ledger, summary_as_context};
 use crate::tool::{Tool, Tools};
+use crate::turn::TurnOutcome;
 
 /// The models a session can use.
 #[derive(Clone)]
@@ -51,38 +50,6 @@ impl Models {
     }
 }
 
-/// How a turn ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnOutcome {
-    /// The user message the turn stored.
-    pub user_message_id: String,
-    /// The final assistant message.
-    pub final_message: Message,
-    /// Model calls made (tool rounds, plus a retry after a rejected request).
-    pub model_calls: u32,
-    /// The compaction this turn ran, if any (at most one).
-    pub compaction: Option<CompactionReport>,
-}
-
-/// What a compaction did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CompactionReport {
-    /// The stored summary message.
-    pub summary_message_id: String,
-    /// Why it ran.
-    pub reason: CompactionReason,
-    /// The summarizer.
-    pub model: String,
-    /// Estimated request tokens before.
-    pub tokens_before: u64,
-    /// Estimated request tokens after.
-    pub tokens_after: u64,
-    /// How hard the input had to be cut to fit the summarizer (0 = standard pruning).
-    pub shed_level: u32,
-    /// Wall time.
-    pub duration: Duration,
-}
-
 /// Tunables beyond `phosphor.json`'s options.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
@@ -110,14 +77,14 @@ impl Default for AgentSettings {
 
 /// Runs turns on sessions of a store, compacting automatically (see the crate docs).
 pub struct SessionAgent {
-    store: Arc<dyn SessionStore>,
-    models: Models,
-    options: Options,
-    tools: Tools,
-    system_prompt: String,
-    profiles: Profiles,
-    counter: Arc<dyn TokenCounter>,
-    settings: AgentSettings,
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) models: Models,
+    pub(crate) options: Options,
+    pub(crate) tools: Tools,
+    pub(crate) system_prompt: String,
+    pub(crate) profiles: Profiles,
+    pub(crate) counter: Arc<dyn TokenCounter>,
+    pub(crate) settings: AgentSettings,
     slots: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
 }
 
@@ -130,34 +97,31 @@ struct Slot {
 
 /// The session as the model sees it, kept between turns so that a turn never re-reads or
 /// re-counts the whole history. Rebuilt from the store whenever it is missing.
-struct Cache {
-    session: Session,
-    history: Vec<Message>,
-    ledger: TokenLedger,
+pub(crate) struct Cache {
+    pub(crate) session: Session,
+    pub(crate) history: Vec<Message>,
+    pub(crate) ledger: TokenLedger,
     /// (tokens the provider reported for the last request, our estimate of that request):
     /// corrects our estimate when the provider counts more than we do.
-    calibration: Option<(u64, u64)>,
+    pub(crate) calibration: Option<(u64, u64)>,
+    /// Model responses stored since the session's last compaction (the progress rule of
+    /// [`policy::Progress`] starts a turn from it).
+    pub(crate) responses_since_compaction: u32,
 }
 
 impl Cache {
-    fn push(&mut self, counter: &dyn TokenCounter, message: Message) {
+    pub(crate) fn push(&mut self, counter: &dyn TokenCounter, message: Message) {
         self.ledger.push(counter, &summary_as_context(&message));
         self.history.push(message);
     }
 }
 
-/// Counts each message as it is sent (a summary with its preface).
-fn shown_ledger(counter: &dyn TokenCounter, history: &[Message]) -> TokenLedger {
-    let mut ledger = TokenLedger::new();
-    for message in history {
-        ledger.push(counter, &summary_as_context(message));
-    }
-    ledger
-}
-
 impl SessionAgent {
     /// An agent over `store` with `models` and the compaction `options` of `phosphor.json`.
+    /// Requests to the session's model are counted with that model's own counter
+    /// ([`ChatModel::counter`]: exact where the backend knows the tokenizer).
     pub fn new(store: Arc<dyn SessionStore>, models: Models, options: Options) -> SessionAgent {
+        let counter = models.large.counter();
         SessionAgent {
             store,
             models,
@@ -165,7 +129,7 @@ impl SessionAgent {
             tools: Tools::default(),
             system_prompt: String::new(),
             profiles: Profiles::with_roots(None, None),
-            counter: Arc::new(ApproxCounter),
+            counter,
             settings: AgentSettings::default(),
             slots: std::sync::Mutex::new(HashMap::new()),
         }
@@ -186,12 +150,6 @@ impl SessionAgent {
     /// Where summary prompt templates are looked up.
     pub fn with_profiles(mut self, profiles: Profiles) -> SessionAgent {
         self.profiles = profiles;
-        self
-    }
-
-    /// The token counter for estimates (default: the spec's approximate count).
-    pub fn with_counter(mut self, counter: Arc<dyn TokenCounter>) -> SessionAgent {
-        self.counter = counter;
         self
     }
 
@@ -293,8 +251,7 @@ impl SessionAgent {
             Some(cache) => cache,
             None => self.load(session_id).await?,
         };
-        let cut = cache.history.len();
-        let result = self.summarize(&mut cache, CompactionReason::Manual, instructions, cut, events).await;
+        let result = self.summarize(&mut cache, CompactionReason::Manual, instructions, None, events).await;
         if !matches!(result, Err(AgentError::Store(_))) {
             guard.cache = Some(cache);
         }
@@ -330,7 +287,19 @@ impl SessionAgent {
             .session(session_id)
             .await?
             .ok_or_else(|| AgentError::SessionNotFound { id: session_id.to_owned() })?;
-        for message in self.store.messages(session_id).await? {
+        let messages = self.store.messages(session_id).await?;
+        // Model responses stored after the current summary (all of them without one).
+        let since = session
+            .summary_message_id
+            .as_ref()
+            .and_then(|id| messages.iter().position(|m| &m.id == id))
+            .map_or(0, |at| at + 1);
+        let responses = messages[since..]
+            .iter()
+            .filter(|m| m.role == Role::Assistant && !m.is_summary && m.status.is_complete())
+            .count();
+        let responses_since_compaction = u32::try_from(responses).unwrap_or(u32::MAX);
+        for message in messages {
             if message.status == MessageStatus::Streaming {
                 let mut message = message;
                 message.status = MessageStatus::Cancelled;
@@ -340,23 +309,16 @@ impl SessionAgent {
         }
         let history = self.store.history(session_id).await?;
         let ledger = shown_ledger(self.counter.as_ref(), &history);
-        Ok(Cache { session, history, ledger, calibration: None })
+        Ok(Cache { session, history, ledger, calibration: None, responses_since_compaction })
     }
 
     /// Tokens every request spends besides the history: system prompt, tool schemas, framing.
-    fn fixed_tokens(&self) -> u64 {
-        let counter = self.counter.as_ref();
-        let system = if self.system_prompt.is_empty() {
-            0
-        } else {
-            counter.count_message(&Message::system(&self.system_prompt))
-        };
-        let tools: u64 = self.tools.specs().iter().map(|t| counter.count_tool(t)).sum();
-        REQUEST_OVERHEAD_TOKENS + system + tools
+    pub(crate) fn fixed_tokens(&self) -> u64 {
+        policy::fixed_tokens(&self.system_prompt, &self.tools.specs(), self.counter.as_ref())
     }
 
     /// Our estimate of the next request, corrected upward when the provider counted more last time.
-    fn estimate(&self, cache: &Cache) -> u64 {
+    pub(crate) fn estimate(&self, cache: &Cache) -> u64 {
         let raw = self.fixed_tokens() + cache.ledger.total();
         match cache.calibration {
             Some((reported, estimated)) if reported > estimated => raw + (reported - estimated),
@@ -364,601 +326,7 @@ impl SessionAgent {
         }
     }
 
-    /// Room kept for the answer: the model's max output, but never more than a quarter of the window.
-    fn reserve(model: &dyn ChatModel) -> u64 {
-        let info = model.info();
-        info.max_output_tokens.min(info.context_window / 4)
-    }
-
-    async fn turn(
-        &self,
-        cache: &mut Cache,
-        prompt: String,
-        events: Option<&EventSender>,
-    ) -> Result<TurnOutcome> {
-        let large = self.models.large.clone();
-        let info = large.info().clone();
-        let window = info.context_window;
-        let reserve = Self::reserve(large.as_ref());
-
-        // A message that cannot fit even alone: no compaction can help. It is stored (never lost)
-        // but marked failed, so it never becomes history and cannot wedge the session.
-        let mut user = self.new_message(&cache.session.id, Role::User, vec![Part::Text { text: prompt }]);
-        let user_tokens = self.counter.count_message(&user);
-        let overhead = self.fixed_tokens() + reserve;
-        if user_tokens + overhead > window {
-            user.status = MessageStatus::Failed;
-            self.store.append_message(&user).await?;
-            return Err(AgentError::MessageTooLarge {
-                tokens: user_tokens,
-                overhead,
-                window,
-                model: info.model,
-            });
-        }
-
-        // Store the user message first: it is never lost, whatever happens next.
-        self.store.append_message(&user).await?;
-        let user_id = user.id.clone();
-        if cache.session.title.is_empty() {
-            cache.session.title = title_from(&user.text_content());
-        }
-        cache.push(self.counter.as_ref(), user);
-        emit(
-            events,
-            AgentEvent::TurnStarted { session_id: cache.session.id.clone(), message_id: user_id.clone() },
-        );
-
-        // Post-user-message overflow check, then the pre-request threshold check (spec order).
-        // At most one automatic compaction per turn: `attempted` is set by the first try, whether
-        // it compacted or found nothing to fold; `warned` keeps the still-over-threshold warning to one.
-        let mut compaction: Option<CompactionReport> = None;
-        let mut attempted = false;
-        let mut warned = false;
-        let estimate = self.estimate(cache);
-        let keep_from = cache.history.len() - 1; // the new user message stays verbatim after the summary
-        if let Some(reason) = self.trigger(estimate, reserve, window) {
-            attempted = true;
-            compaction = self.auto_compact(cache, reason, keep_from, events).await?;
-            self.after_compaction(cache, reserve, window, &mut warned, events)?;
-        }
-
-        let mut model_calls = 0u32;
-        let mut rejected_once = false;
-        loop {
-            if model_calls >= self.settings.max_tool_rounds {
-                emit(
-                    events,
-                    AgentEvent::Warning {
-                        message: format!(
-                            "stopped after {} model calls in one turn; send another message to continue",
-                            self.settings.max_tool_rounds
-                        ),
-                    },
-                );
-                break;
-            }
-            // Before every later request of the turn (tool results grow the history).
-            if model_calls > 0 {
-                let estimate = self.estimate(cache);
-                if let Some(reason) = self.trigger(estimate, reserve, window) {
-                    if !attempted {
-                        attempted = true;
-                        let cut = keep_after_last_user(&cache.history);
-                        compaction = self.auto_compact(cache, reason, cut, events).await?;
-                    }
-                    self.after_compaction(cache, reserve, window, &mut warned, events)?;
-                }
-            }
-
-            let request = self.build_request(cache);
-            let estimated_request = self.counter.count_request(&request);
-            model_calls += 1;
-            let completion = match self.call_model(large.as_ref(), request, events).await {
-                Ok(completion) => completion,
-                Err(err) if err.is_context_overflow() && !rejected_once => {
-                    // The model counts more than we estimated: compact once, retry once.
-                    rejected_once = true;
-                    emit(
-                        events,
-                        AgentEvent::Warning { message: format!("{err}; compacting and retrying once") },
-                    );
-                    if !attempted {
-                        attempted = true;
-                        let cut = keep_after_last_user(&cache.history);
-                        if let Some(report) =
-                            self.auto_compact(cache, CompactionReason::Rejected, cut, events).await?
-                        {
-                            compaction = Some(report);
-                            continue;
-                        }
-                    }
-                    return Err(AgentError::StillOverflowing {
-                        tokens: self.estimate(cache),
-                        window,
-                        model: info.model.clone(),
-                    });
-                }
-                Err(err) if err.is_context_overflow() => {
-                    return Err(AgentError::StillOverflowing {
-                        tokens: self.estimate(cache),
-                        window,
-                        model: info.model,
-                    });
-                }
-                Err(err) => return Err(err.into()),
-            };
-
-            let usage = completion.usage;
-            let calls = completion.tool_calls.clone();
-            let mut assistant = completion.into_message(Some(info.model.clone()));
-            assistant.id = new_id();
-            assistant.session_id = cache.session.id.clone();
-            assistant.created_at = now_ms();
-            assistant.updated_at = assistant.created_at;
-            self.store.append_message(&assistant).await?;
-            cache.push(self.counter.as_ref(), assistant.clone());
-
-            // Token fields after a normal call: from the provider's usage.
-            let session = &mut cache.session;
-            if let Some(usage) = usage {
-                session.prompt_tokens = usage.input_tokens;
-                session.completion_tokens = usage.output_tokens;
-                session.current_tokens = usage.input_tokens + usage.output_tokens;
-                cache.calibration = Some((usage.input_tokens, estimated_request));
-            } else {
-                session.current_tokens = self.fixed_tokens() + cache.ledger.total();
-            }
-            cache.session.updated_at = now_ms();
-            self.store.update_session(&cache.session).await?;
-
-            if calls.is_empty() {
-                emit(events, AgentEvent::TurnFinished { message_id: assistant.id.clone(), model_calls });
-                return Ok(TurnOutcome {
-                    user_message_id: user_id,
-                    final_message: assistant,
-                    model_calls,
-                    compaction,
-                });
-            }
-            for call in &calls {
-                let result = self.tools.run(call).await;
-                emit(events, AgentEvent::ToolResult(result.clone()));
-                let message = self.new_message(&cache.session.id, Role::Tool, vec![Part::ToolResult(result)]);
-                self.store.append_message(&message).await?;
-                cache.push(self.counter.as_ref(), message);
-            }
-        }
-        let last = cache.history.last().cloned().unwrap_or_else(|| Message::assistant(""));
-        emit(events, AgentEvent::TurnFinished { message_id: last.id.clone(), model_calls });
-        Ok(TurnOutcome { user_message_id: user_id, final_message: last, model_calls, compaction })
-    }
-
-    /// Which trigger fires for a request of `estimate` tokens, if any.
-    fn trigger(&self, estimate: u64, reserve: u64, window: u64) -> Option<CompactionReason> {
-        if estimate > window {
-            Some(CompactionReason::Overflow)
-        } else if estimate + reserve > window {
-            Some(CompactionReason::OutputReserve)
-        } else if !self.options.disable_auto_summarize
-            && estimate as f64 / window as f64 >= self.options.summarize_threshold
-        {
-            Some(CompactionReason::Threshold)
-        } else {
-            None
-        }
-    }
-
-    /// The turn's one automatic compaction; `None` when there was nothing to fold.
-    async fn auto_compact(
-        &self,
-        cache: &mut Cache,
-        reason: CompactionReason,
-        keep_from: usize,
-        events: Option<&EventSender>,
-    ) -> Result<Option<CompactionReport>> {
-        match self.summarize(cache, reason, None, keep_from, events).await {
-            Ok(report) => Ok(Some(report)),
-            Err(AgentError::NothingToCompact) => Ok(None),
-            Err(err) => Err(err),
-        }
-    }
-
-    /// After the turn's one compaction: go on (warning once) if the request fits, stop otherwise.
-    fn after_compaction(
-        &self,
-        cache: &Cache,
-        reserve: u64,
-        window: u64,
-        warned: &mut bool,
-        events: Option<&EventSender>,
-    ) -> Result<()> {
-        let estimate = self.estimate(cache);
-        if estimate + reserve > window {
-            let model = self.models.large.info().model.clone();
-            return Err(AgentError::StillOverflowing { tokens: estimate, window, model });
-        }
-        let fraction = estimate as f64 / window as f64;
-        if fraction >= self.options.summarize_threshold && !*warned {
-            *warned = true;
-            emit(
-                events,
-                AgentEvent::Warning {
-                    message: format!(
-                        "the session is still at {:.0}% of the window after compaction ({estimate} of {window} \
-                         tokens); continuing without compacting again this turn",
-                        fraction * 100.0
-                    ),
-                },
-            );
-        }
-        Ok(())
-    }
-
-    /// The request for the large model: system prompt, history since the summary (tool pairing
-    /// repaired), tools.
-    fn build_request(&self, cache: &Cache) -> ChatRequest {
-        let mut messages: Vec<Cow<'_, Message>> = Vec::with_capacity(cache.history.len() + 1);
-        if !self.system_prompt.is_empty() {
-            messages.push(Cow::Owned(Message::system(&self.system_prompt)));
-        }
-        messages.extend(cache.history.iter().map(summary_as_context));
-        let messages =
-            phosphor_prune::repair_tool_pairing(messages).into_iter().map(Cow::into_owned).collect();
-        ChatRequest {
-            messages,
-            tools: self.tools.specs(),
-            // Never ask for more than fits: the reserve check may have used a capped reserve.
-            max_output_tokens: Some(
-                self.models
-                    .large
-                    .info()
-                    .max_output_tokens
-                    .min(self.models.large.info().context_window.saturating_sub(self.estimate(cache)).max(1)),
-            ),
-            temperature: None,
-            conversation_id: Some(cache.session.id.clone()),
-        }
-    }
-
-    /// Streams one model call, forwarding deltas. The backend records the call's `chat {model}`
-    /// client span (gen_ai attributes and usage); the agent's turn and compaction spans enclose it.
-    async fn call_model(
-        &self,
-        model: &dyn ChatModel,
-        request: ChatRequest,
-        events: Option<&EventSender>,
-    ) -> phosphor_core::Result<Completion> {
-        let info = model.info();
-        let input_estimate = self.counter.count_request(&request);
-        let mut stream = model.stream(request);
-        let mut completion = Completion::default();
-        while let Some(event) = stream.next().await {
-            let event = event?;
-            match &event {
-                StreamEvent::TextDelta { text } => emit(events, AgentEvent::TextDelta { text: text.clone() }),
-                StreamEvent::ReasoningDelta { text } => {
-                    emit(events, AgentEvent::ReasoningDelta { text: text.clone() })
-                }
-                StreamEvent::ToolCall(call) => emit(events, AgentEvent::ToolCall(call.clone())),
-                StreamEvent::Usage(_) | StreamEvent::Finish { .. } => {}
-            }
-            completion.apply(event);
-        }
-        let usage = completion.usage.unwrap_or_else(|| Usage {
-            input_tokens: input_estimate,
-            output_tokens: self.counter.count_text(&completion.text)
-                + self.counter.count_text(&completion.reasoning),
-            ..Usage::default()
-        });
-        completion.usage = Some(usage);
-        emit(events, AgentEvent::Usage { model: info.model.clone(), usage });
-        Ok(completion)
-    }
-
-    fn summarizer(&self) -> Result<Arc<dyn ChatModel>> {
-        match self.options.summarize_model {
-            SummarizeModel::Main | SummarizeModel::Large => Ok(self.models.large.clone()),
-            SummarizeModel::Small => self.models.small.clone().ok_or(AgentError::ModelNotConfigured {
-                choice: "small",
-                hint: "add models.small to phosphor.json",
-            }),
-            SummarizeModel::Embedded => self.models.embedded.clone().ok_or(AgentError::ModelNotConfigured {
-                choice: "embedded",
-                hint: "enable embedded_models.inference in phosphor.json and build with an embedded engine",
-            }),
-        }
-    }
-
-    /// The spec's `Summarize()`: folds `cache.history[..keep_from]` (minus the turns kept by
-    /// `summarize_keep_recent_tokens`) into a new summary message.
-    async fn summarize(
-        &self,
-        cache: &mut Cache,
-        reason: CompactionReason,
-        instructions: Option<&str>,
-        keep_from: usize,
-        events: Option<&EventSender>,
-    ) -> Result<CompactionReport> {
-        let started = Instant::now();
-        let summarizer = self.summarizer()?;
-        let info = summarizer.info().clone();
-        let tokens_before = self.estimate(cache);
-        let span = tracing::info_span!(
-            "compaction",
-            otel.name = "compaction",
-            gen_ai.conversation.id = %cache.session.id,
-            gen_ai.conversation.compacted = true,
-            phosphor.compaction.reason = ?reason,
-            phosphor.compaction.tokens_before = tokens_before,
-            phosphor.compaction.tokens_after = field::Empty,
-        );
-        let result = self
-            .summarize_inner(cache, reason, instructions, keep_from, summarizer.as_ref(), events)
-            .instrument(span.clone())
-            .await;
-        match result {
-            Ok((summary_id, shed_level)) => {
-                let tokens_after = self.estimate(cache);
-                span.record("phosphor.compaction.tokens_after", tokens_after);
-                let duration = started.elapsed();
-                emit(
-                    events,
-                    AgentEvent::CompactionFinished {
-                        summary_message_id: summary_id.clone(),
-                        model: info.model.clone(),
-                        tokens_before,
-                        tokens_after,
-                        duration_ms: duration.as_millis() as u64,
-                        shed_level,
-                    },
-                );
-                Ok(CompactionReport {
-                    summary_message_id: summary_id,
-                    reason,
-                    model: info.model,
-                    tokens_before,
-                    tokens_after,
-                    shed_level,
-                    duration,
-                })
-            }
-            Err(AgentError::NothingToCompact) => Err(AgentError::NothingToCompact),
-            Err(err) => {
-                emit(events, AgentEvent::CompactionFailed { error: err.to_string() });
-                Err(err)
-            }
-        }
-    }
-
-    async fn summarize_inner(
-        &self,
-        cache: &mut Cache,
-        reason: CompactionReason,
-        instructions: Option<&str>,
-        keep_from: usize,
-        summarizer: &dyn ChatModel,
-        events: Option<&EventSender>,
-    ) -> Result<(String, u32)> {
-        let counter = self.counter.as_ref();
-        let info = summarizer.info().clone();
-
-        // Step 1: the history since the previous summary, and where the kept tail starts.
-        let previous = cache.history.first().filter(|m| m.is_summary).cloned();
-        let first = usize::from(previous.is_some());
-        let keep_from = keep_from.clamp(first, cache.history.len());
-        // Recent turns are kept verbatim only as far as they leave room, after the compaction, for
-        // the summary, what must stay after it anyway, and the answer: a kept tail that overflows
-        // would defeat the compaction.
-        let large = self.models.large.as_ref();
-        let pending: u64 = cache.ledger.counts()[keep_from..].iter().sum();
-        let room = large
-            .info()
-            .context_window
-            .saturating_sub(self.fixed_tokens() + Self::reserve(large) + pending + Self::reserve(summarizer));
-        let recent = first
-            + phosphor_prune::keep_recent_split(
-                &cache.history[first..keep_from],
-                self.options.summarize_keep_recent_tokens.min(room),
-                counter,
-            );
-        let fold = &cache.history[first..recent];
-        let Some(last_folded) = fold.last() else { return Err(AgentError::NothingToCompact) };
-        let last_folded_id = last_folded.id.clone();
-
-        // The deterministic artifact trail: the previous summary's, plus what the folded messages show.
-        let mut trail =
-            previous.as_ref().map(|p| ArtifactTrail::parse(&p.text_content())).unwrap_or_default();
-        trail.merge(ArtifactTrail::collect(fold));
-
-        // Step 2: standard pruning of tool outputs (the ladder below prunes harder when needed).
-        let mut ladder = Ladder::new(fold, &self.options, counter);
-
-        // Step 3: the prompt, with the previous summary for iterative compaction.
-        let previous_text = previous.as_ref().map(|p| strip_trail(&p.text_content()).to_owned());
-        let mut tools_used: Vec<String> =
-            fold.iter().flat_map(|m| m.tool_calls().map(|c| c.name.clone())).collect::<Vec<_>>();
-        tools_used.sort();
-        tools_used.dedup();
-        let context = SummaryContext {
-            previous_summary: previous_text,
-            custom_instructions: instructions.map(str::to_owned),
-            session_id: cache.session.id.clone(),
-            session_title: cache.session.title.clone(),
-            message_count: fold.len(),
-            tokens_before: self.estimate(cache),
-            context_window: self.models.large.info().context_window,
-            model: self.models.large.info().model.clone(),
-            workspace: self.settings.workspace.clone(),
-            files: trail.files(),
-            tools_used,
-            date: today(),
-        };
-        let rendered = self.profiles.render(&self.options.profile, &context)?;
-        for warning in &rendered.warnings {
-            emit(events, AgentEvent::Warning { message: warning.clone() });
-        }
-
-        // Step 4: the summary message exists in the store from now on, marked as streaming.
-        let mut summary = self.new_message(&cache.session.id, Role::Assistant, Vec::new());
-        summary.is_summary = true;
-        summary.status = MessageStatus::Streaming;
-        summary.summarized_until = Some(last_folded_id);
-        summary.model = Some(info.model.clone());
-        self.store.append_message(&summary).await?;
-        let mut guard = SummaryGuard { store: self.store.clone(), message: Some(summary.clone()) };
-        emit(
-            events,
-            AgentEvent::CompactionStarted {
-                reason,
-                model: info.model.clone(),
-                tokens_before: self.estimate(cache),
-            },
-        );
-
-        // Steps 2 and 5, with overflow recovery: walk the shedding ladder until the input fits and
-        // the summarizer accepts it.
-        let reserve = Self::reserve(summarizer).min(self.settings.summary_max_output_tokens);
-        let outcome = loop {
-            let Some((level, input)) = ladder.next_input() else {
-                break Err(AgentError::NothingToShed {
-                    tokens: ladder.smallest_tokens,
-                    window: info.context_window,
-                    model: info.model.clone(),
-                });
-            };
-            let request = summary_request(&rendered.text, input, reserve, &cache.session.id);
-            let estimate = counter.count_request(&request);
-            if estimate >= ladder.smallest_tokens {
-                continue; // no smaller than an input already tried
-            }
-            ladder.smallest_tokens = estimate;
-            if estimate + reserve > info.context_window {
-                continue; // known not to fit: do not even send it (protects servers that truncate silently)
-            }
-            match self.stream_summary(summarizer, request, &mut summary, events).await {
-                Ok(usage) => break Ok((level, usage)),
-                Err(AgentError::Model(err)) if err.is_context_overflow() => {
-                    emit(
-                        events,
-                        AgentEvent::Warning {
-                            message: format!(
-                                "the summarizer rejected the input as too long ({err}); shedding more"
-                            ),
-                        },
-                    );
-                    summary.parts.clear();
-                    continue;
-                }
-                Err(err) => break Err(err),
-            }
-        };
-        let (level, usage) = match outcome {
-            Ok(done) => done,
-            Err(err) => {
-                summary.status = MessageStatus::Failed;
-                summary.updated_at = now_ms();
-                guard.message = None;
-                // Marking the failure is best effort: an unfinished summary is never history anyway.
-                if let Err(mark) = self.store.update_message(&summary).await {
-                    tracing::warn!(error = %mark, "could not mark the failed summary");
-                }
-                return Err(err);
-            }
-        };
-
-        // Step 7: the summary is whole; append the artifact trail, then move the pointer and the
-        // token fields in one transaction.
-        let text = summary.text_content();
-        summary.parts = vec![
-            Part::Text { text: text.trim_end().to_owned() },
-            Part::Text { text: format!("\n\n{}", trail.render()) },
-        ];
-        summary.status = MessageStatus::Complete;
-        summary.usage = Some(usage);
-        summary.updated_at = now_ms();
-        let mut history = Vec::with_capacity(1 + cache.history.len() - recent);
-        history.push(summary.clone());
-        history.extend(cache.history[recent..].iter().cloned());
-        let ledger = shown_ledger(counter, &history);
-        let mut session = cache.session.clone();
-        session.summary_message_id = Some(summary.id.clone());
-        // Spec step 7: recalculated from the summary content (as a model is shown it).
-        session.current_tokens = ledger.counts().first().copied().unwrap_or(0);
-        session.completion_tokens = usage.output_tokens;
-        session.prompt_tokens = 0;
-        session.updated_at = now_ms();
-        self.store.complete_summary(&session, &summary).await?;
-        guard.message = None;
-        cache.session = session;
-        cache.history = history;
-        cache.ledger = ledger;
-        cache.calibration = None;
-        Ok((summary.id, level))
-    }
-
-    /// Step 6: streams the summary into `summary`, persisting it in batches.
-    async fn stream_summary(
-        &self,
-        model: &dyn ChatModel,
-        request: ChatRequest,
-        summary: &mut Message,
-        events: Option<&EventSender>,
-    ) -> Result<Usage> {
-        let input_estimate = self.counter.count_request(&request);
-        let mut stream = model.stream(request);
-        let mut text = String::new();
-        let mut reported: Option<Usage> = None;
-        let mut finish: Option<FinishReason> = None;
-        let mut last_persist = Instant::now();
-        let mut persisted_len = 0;
-        while let Some(event) = stream.next().await {
-            match event? {
-                StreamEvent::TextDelta { text: delta } => {
-                    emit(events, AgentEvent::CompactionDelta { text: delta.clone() });
-                    text.push_str(&delta);
-                    if last_persist.elapsed() >= self.settings.persist_interval && text.len() > persisted_len
-                    {
-                        summary.parts = vec![Part::Text { text: text.clone() }];
-                        summary.updated_at = now_ms();
-                        self.store.update_message(summary).await?;
-                        last_persist = Instant::now();
-                        persisted_len = text.len();
-                    }
-                }
-                StreamEvent::Usage(usage) => reported = Some(usage),
-                StreamEvent::Finish { reason } => finish = Some(reason),
-                StreamEvent::ReasoningDelta { .. } | StreamEvent::ToolCall(_) => {}
-            }
-        }
-        summary.parts = vec![Part::Text { text: text.clone() }];
-        // A summary that did not really finish must never replace the history.
-        let incomplete = |reason: String| Err(AgentError::SummaryIncomplete { reason });
-        match &finish {
-            Some(FinishReason::Cancelled) => return incomplete("cancelled".into()),
-            Some(FinishReason::ContentFilter) => return incomplete("stopped by the content filter".into()),
-            Some(FinishReason::Error(error)) => return incomplete(format!("the model failed: {error}")),
-            Some(FinishReason::Length) => emit(
-                events,
-                AgentEvent::Warning {
-                    message: "the summary reached the output limit and may be cut short".into(),
-                },
-            ),
-            _ => {}
-        }
-        if text.trim().is_empty() {
-            return incomplete("the summarizer returned no text".into());
-        }
-        let usage = reported.unwrap_or(Usage {
-            input_tokens: input_estimate,
-            output_tokens: self.counter.count_text(&text),
-            ..Usage::default()
-        });
-        emit(events, AgentEvent::Usage { model: model.info().model.clone(), usage });
-        Ok(usage)
-    }
-
-    fn new_message(&self, session_id: &str, role: Role, parts: Vec<Part>) -> Message {
+    pub(crate) fn new_message(&self, session_id: &str, role: Role, parts: Vec<Part>) -> Message {
         let now = now_ms();
         let mut message = Message::new(role, parts);
         message.id = new_id();
@@ -982,147 +350,10 @@ pub struct TokenStatus {
     pub threshold: f64,
 }
 
-/// Marks a summary `Cancelled` if the compaction is dropped before it finished.
-struct SummaryGuard {
-    store: Arc<dyn SessionStore>,
-    message: Option<Message>,
-}
-
-impl Drop for SummaryGuard {
-    fn drop(&mut self) {
-        let Some(message) = self.message.take() else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        let store = self.store.clone();
-        runtime.spawn(async move {
-            // Re-read the row so that the deltas already persisted stay. Best effort: a summary
-            // left `Streaming` is marked cancelled on the next load anyway.
-            let marked = async {
-                let Some(mut stored) = store.message(&message.id).await? else { return Ok(()) };
-                if stored.status == MessageStatus::Streaming {
-                    stored.status = MessageStatus::Cancelled;
-                    stored.updated_at = now_ms();
-                    store.update_message(&stored).await?;
-                }
-                Ok::<(), phosphor_store::StoreError>(())
-            };
-            if let Err(err) = marked.await {
-                tracing::warn!(error = %err, "could not mark the cancelled summary");
-            }
-        });
-    }
-}
-
-/// The ladder of ever smaller summarizer inputs (spec "Overflow recovery", then further):
-/// 0 standard pruning; 1 aggressive pruning; 2 every tool output omitted; 3.. the oldest turns
-/// dropped one at a time (never the previous summary, which is in the prompt, nor the latest turn).
-struct Ladder<'a> {
-    fold: &'a [Message],
-    options: &'a Options,
-    counter: &'a dyn TokenCounter,
-    level: u32,
-    smallest_tokens: u64,
-}
-
-impl<'a> Ladder<'a> {
-    fn new(fold: &'a [Message], options: &'a Options, counter: &'a dyn TokenCounter) -> Ladder<'a> {
-        Ladder { fold, options, counter, level: 0, smallest_tokens: u64::MAX }
-    }
-
-    fn next_input(&mut self) -> Option<(u32, Vec<Cow<'a, Message>>)> {
-        let level = self.level;
-        self.level += 1;
-        let chars = if level == 0 {
-            self.options.summarize_tool_output_chars
-        } else {
-            self.options.summarize_tool_output_aggressive_chars
-        };
-        let mut input = phosphor_prune::prune(self.fold, chars, self.counter).messages;
-        if level >= 2 {
-            phosphor_prune::omit_oldest_tool_outputs(&mut input, usize::MAX);
-        }
-        if level >= 3 {
-            let turns = (level - 2) as usize;
-            let dropped = phosphor_prune::drop_oldest_turns(&mut input, turns);
-            let available = phosphor_prune::turn_starts(self.fold).len().saturating_sub(1);
-            if dropped == 0 || turns > available {
-                return None;
-            }
-        }
-        Some((level, input))
-    }
-}
-
-/// The summarizer's request: the rendered instructions, the pruned history, and a closing ask.
-fn summary_request(
-    prompt: &str,
-    input: Vec<Cow<'_, Message>>,
-    reserve: u64,
-    session_id: &str,
-) -> ChatRequest {
-    let mut messages = Vec::with_capacity(input.len() + 2);
-    messages.push(Message::system(prompt));
-    let repaired = phosphor_prune::repair_tool_pairing(input);
-    messages.extend(repaired.iter().map(|m| summary_as_context(m).into_owned()));
-    messages.push(Message::user(
-        "Write the summary of the conversation above now, following the instructions in the system message. \
-         Output only the summary.",
-    ));
-    ChatRequest {
-        messages,
-        tools: Vec::new(),
-        max_output_tokens: Some(reserve),
-        temperature: Some(0.0),
-        conversation_id: Some(session_id.to_owned()),
-    }
-}
-
-/// What precedes a summary when it is shown to a model.
-pub const SUMMARY_PREFIX: &str = "This conversation continues from an earlier part that was compacted. \
-Summary of everything before this point:\n\n";
-
-/// A summary as the model sees it: a user message with [`SUMMARY_PREFIX`] (the summary flag cannot be
-/// expressed on the wire, and a model reads a summary best as context it was given). Others unchanged.
-fn summary_as_context(message: &Message) -> Cow<'_, Message> {
-    if !message.is_summary {
-        return Cow::Borrowed(message);
-    }
-    let mut shown = Message::user(format!("{SUMMARY_PREFIX}{}", message.text_content()));
-    shown.id = message.id.clone();
-    shown.session_id = message.session_id.clone();
-    Cow::Owned(shown)
-}
-
-/// The summary text without the artifact trail (the trail is merged separately).
-fn strip_trail(text: &str) -> &str {
-    match text.rfind(TRAIL_HEADING) {
-        Some(at) => text[..at].trim_end(),
-        None => text,
-    }
-}
-
-/// A session title from its first prompt: the first line, at most 60 characters.
-fn title_from(prompt: &str) -> String {
-    let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    match line.char_indices().nth(60) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_owned(),
-    }
-}
-
-/// Mid-turn compaction keeps the turn in progress: everything from the last user message on.
-fn keep_after_last_user(history: &[Message]) -> usize {
-    history.iter().rposition(|m| m.role == Role::User && !m.is_summary).unwrap_or(history.len())
-}
-
-/// Today's date (UTC) as `YYYY-MM-DD`, for the summary prompt.
-fn today() -> String {
-    phosphor_core::time::UtcMinute::from_unix_ms(now_ms()).date()
-}
-
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

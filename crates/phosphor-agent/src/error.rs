@@ -43,20 +43,24 @@ pub enum AgentError {
         /// The model.
         model: String,
     },
-    /// The request still does not fit the window after this turn's one automatic compaction.
-    /// Nothing more is done automatically (no compaction loop); compact manually with narrower
-    /// instructions, or use a larger window.
+    /// The request does not fit the window with room for the answer, and no compaction could make
+    /// it fit (see `tried`). Nothing more is done automatically (no compaction loop); compact
+    /// manually with narrower instructions, or use a larger window.
     #[error(
-        "the request is still {tokens} tokens after compaction, over the {window}-token window of {model}; \
-         stopping instead of compacting again"
+        "the request is still {tokens} tokens, and with {reserve} kept for the answer it does not fit the \
+         {window}-token window of {model}; {tried}; stopping instead of compacting again"
     )]
     StillOverflowing {
         /// Estimated request tokens.
         tokens: u64,
+        /// Tokens kept for the answer.
+        reserve: u64,
         /// The window.
         window: u64,
         /// The model.
         model: String,
+        /// What was tried, in words (compactions run, and why no further one could help).
+        tried: String,
     },
     /// The summarizer rejected every reduced version of the history; nothing is left to shed.
     /// The session is unchanged. Use a summarizer with a larger window.

@@ -15,7 +15,7 @@ pub enum CompactionReason {
     Overflow,
     /// The request fits, but not with room for the model's maximum answer (forced).
     OutputReserve,
-    /// The model rejected the request as too long; compacted once, then retried once.
+    /// The model rejected the request as too long; compacted, then retried (under the progress rule).
     Rejected,
     /// Asked for by the user (`/compact`).
     Manual,

@@ -4,18 +4,24 @@
 //!
 //! A turn ([`SessionAgent::run_turn`]):
 //! 1. stores the user message (it is never lost, whatever happens next);
-//! 2. **post-user-message overflow check**: if the estimated request (system prompt, tool schemas,
-//!    history since the summary) exceeds the window, compaction is forced; it is forced too when the
-//!    request fits but leaves no room for the model's maximum answer;
-//! 3. **pre-request threshold check**: `estimate / window >= summarize_threshold` compacts, unless
-//!    `disable_auto_summarize` (the forced checks of step 2 and the rejected-request retry stay on);
+//! 2. before **every** request of the turn, runs the triggers of [`policy::trigger`]: the
+//!    **post-user-message overflow check** (the estimated request exceeds the window, or leaves no
+//!    room for the model's maximum answer: forced) and the **pre-request threshold check**
+//!    (`estimate / window >= summarize_threshold`, unless `disable_auto_summarize`);
+//! 3. a compaction inside the turn may fold the turn's own earlier tool rounds: the user message
+//!    that opened the turn stays verbatim right after the summary, the most recent round(s) stay
+//!    verbatim, and no tool call is separated from its result ([`policy::cut`]);
 //! 4. asks the large model, runs its tool calls and loops until it answers (bounded), storing
-//!    every message; the same checks run before each later request of the turn;
-//! 5. if the model rejects a request as too long, compacts once and retries once.
+//!    every message;
+//! 5. if the model rejects a request as too long, compacts and retries.
 //!
-//! At most one automatic compaction runs per turn. If the session is still over the threshold
-//! afterwards the turn goes on with a warning when the request fits, and stops with
-//! [`AgentError::StillOverflowing`] when it does not.
+//! Compactions follow a progress rule instead of a fixed count ([`policy::permit`]): one may run
+//! only when something is left to fold and a model response arrived since the previous one, so
+//! compactions never outnumber responses and cannot loop; `summarize_max_per_turn` (default 8)
+//! is a backstop. When the triggers fire and no compaction can bring the request under the window
+//! with room for the answer, the turn stops with [`AgentError::StillOverflowing`], which names
+//! the tokens, the window, the model and what was tried; when it fits but stays above the
+//! threshold, the turn goes on with one warning.
 //!
 //! Compaction never deletes or rewrites stored messages: it appends a summary message, and the
 //! session's summary pointer moves to it only once it completed.
@@ -36,14 +42,19 @@
 
 mod agent;
 pub mod artifacts;
+mod compaction;
 mod error;
 mod events;
+pub mod policy;
+mod shown;
 mod tool;
+mod turn;
 
-pub use agent::{
-    AgentSettings, CompactionReport, Models, SUMMARY_PREFIX, SessionAgent, TokenStatus, TurnOutcome,
-};
+pub use agent::{AgentSettings, Models, SessionAgent, TokenStatus};
 pub use artifacts::ArtifactTrail;
+pub use compaction::CompactionReport;
 pub use error::{AgentError, Result};
 pub use events::{AgentEvent, CompactionReason, EventSender};
+pub use shown::SUMMARY_PREFIX;
 pub use tool::{Tool, ToolOutput, Tools};
+pub use turn::TurnOutcome;

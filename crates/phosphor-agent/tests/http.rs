@@ -76,15 +76,15 @@ async fn a_long_session_over_http_compacts_and_continues_from_the_summary() {
     for i in 0..4 {
         let outcome = agent.run_turn(&session, format!("Read module {i}"), None).await.unwrap();
         assert_eq!(outcome.final_message.text_content(), format!("Module {i} is read."));
-        assert!(outcome.compaction.is_none());
+        assert!(outcome.compactions.is_empty());
     }
     let prompt = format!("Write the report. {}", "Background detail. ".repeat(130));
     let outcome = agent.run_turn(&session, prompt.clone(), None).await.unwrap();
-    assert_eq!(outcome.compaction.as_ref().map(|c| c.reason), Some(CompactionReason::Threshold));
+    assert_eq!(outcome.compactions.first().map(|c| c.reason), Some(CompactionReason::Threshold));
     assert_eq!(outcome.final_message.text_content(), "Here is the report.");
 
     let outcome = agent.run_turn(&session, "One more thing.", None).await.unwrap();
-    assert_eq!(outcome.compaction.as_ref().map(|c| c.reason), Some(CompactionReason::Rejected));
+    assert_eq!(outcome.compactions.first().map(|c| c.reason), Some(CompactionReason::Rejected));
     assert_eq!(outcome.final_message.text_content(), "Done after retry.");
 
     let requests = server.requests();

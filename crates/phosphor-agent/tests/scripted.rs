@@ -90,7 +90,7 @@ async fn a_turn_stores_every_message_and_token_fields_come_from_usage() {
     let outcome = h.agent.run_turn(&h.session, "What is in src/lib.rs?", Some(&tx)).await.unwrap();
     assert_eq!(outcome.final_message.text_content(), "The file defines the parser.");
     assert_eq!(outcome.model_calls, 2);
-    assert!(outcome.compaction.is_none());
+    assert!(outcome.compactions.is_empty());
 
     let stored = h.store.messages(&h.session).await.unwrap();
     let roles: Vec<Role> = stored.iter().map(|m| m.role).collect();
@@ -144,7 +144,7 @@ async fn threshold_trigger_follows_the_spec_steps_and_keeps_the_new_prompt_verba
     let prompt = format!("Now summarize what you learned. {}", long("Context for the question.", 2400));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let outcome = h.agent.run_turn(&h.session, prompt.clone(), Some(&tx)).await.unwrap();
-    let report = outcome.compaction.expect("the threshold must trigger a compaction");
+    let report = outcome.compactions.into_iter().next().expect("the threshold must trigger a compaction");
     assert_eq!(report.reason, CompactionReason::Threshold);
     assert!(report.tokens_after < report.tokens_before, "{report:?}");
     assert_eq!(outcome.final_message.text_content(), "Answer after compaction.");
@@ -223,7 +223,7 @@ async fn overflow_forces_compaction_even_with_auto_summarize_disabled() {
     fill(&h, 3).await; // ~1300 tokens: far above 80%? no: 3000*0.8 = 2400; stays below the window
     assert!(h.store.session(&h.session).await.unwrap().unwrap().summary_message_id.is_none());
     let outcome = h.agent.run_turn(&h.session, long("big prompt", 7000), None).await.unwrap();
-    let reason = outcome.compaction.unwrap().reason;
+    let reason = outcome.compactions[0].reason;
     assert!(matches!(reason, CompactionReason::Overflow | CompactionReason::OutputReserve), "{reason:?}");
     check_requests(&h.model.requests());
 }
@@ -236,7 +236,7 @@ async fn disabled_auto_summarize_does_not_compact_at_the_threshold() {
     let h = harness(ScriptedModel::new(scripts).with_info(info(8000, 200)), options).await;
     fill(&h, 3).await;
     let outcome = h.agent.run_turn(&h.session, "hi", None).await.unwrap();
-    assert!(outcome.compaction.is_none());
+    assert!(outcome.compactions.is_empty());
     assert_eq!(h.model.remaining(), 0);
 }
 
@@ -339,7 +339,7 @@ async fn a_rejected_main_request_compacts_once_and_retries_once() {
     let h = harness(ScriptedModel::new(scripts), Options::default()).await;
     fill(&h, 2).await;
     let outcome = h.agent.run_turn(&h.session, "Go on.", None).await.unwrap();
-    assert_eq!(outcome.compaction.unwrap().reason, CompactionReason::Rejected);
+    assert_eq!(outcome.compactions[0].reason, CompactionReason::Rejected);
     assert_eq!(outcome.final_message.text_content(), "Answer.");
     let last = h.model.requests().pop().unwrap();
     assert_eq!(last.messages.last().unwrap().text_content(), "Go on.");
@@ -365,9 +365,10 @@ async fn a_rejected_main_request_compacts_once_and_retries_once() {
 }
 
 #[tokio::test]
-async fn never_more_than_one_compaction_per_turn() {
+async fn nothing_left_to_fold_means_no_second_compaction_and_one_warning() {
     // After compacting, the kept ~1,200-token prompt alone is still above the threshold (1,200),
-    // and a tool result then grows the request again: still one compaction, with warnings.
+    // and a tool result then grows the request again; the turn's request and its one round are
+    // all that is left, so nothing more can be folded: still one compaction, and one warning.
     let mut scripts = fill_scripts(2);
     scripts.push(text_turn("S.", None));
     scripts.push(tool_calls_turn(&[("c9", "read_file", r#"{"path":"a"}"#)], None));
@@ -378,15 +379,19 @@ async fn never_more_than_one_compaction_per_turn() {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let outcome = h.agent.run_turn(&h.session, long("a long question", 4800), Some(&tx)).await.unwrap();
     assert_eq!(outcome.final_message.text_content(), "Done.");
-    assert!(outcome.compaction.is_some());
+    assert!(!outcome.compactions.is_empty());
     let events = collect(&mut rx);
     let compactions = events.iter().filter(|e| matches!(e, AgentEvent::CompactionStarted { .. })).count();
     assert_eq!(compactions, 1);
-    assert!(
-        events
-            .iter()
-            .any(|e| matches!(e, AgentEvent::Warning { message } if message.contains("after compaction")))
-    );
+    let warnings: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Warning { message } if message.contains("still at") => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("1 compaction ran in this turn"), "{warnings:?}");
 }
 
 #[tokio::test]
@@ -658,7 +663,7 @@ async fn a_refused_oversized_message_does_not_wedge_the_session() {
     ));
     let outcome = h.agent.run_turn(&h.session, "hi", None).await.unwrap();
     assert_eq!(outcome.final_message.text_content(), "Fine.");
-    assert!(outcome.compaction.is_none());
+    assert!(outcome.compactions.is_empty());
     let request = h.model.requests().pop().unwrap();
     assert!(!request.messages.iter().any(|m| m.text_content().contains("huge")));
     assert_eq!(h.store.messages(&h.session).await.unwrap().len(), 3, "the refused message stays stored");
@@ -673,7 +678,7 @@ async fn no_room_for_the_answer_forces_a_compaction_below_the_threshold() {
     let h = harness(ScriptedModel::new(scripts).with_info(info(4000, 1000)), Options::default()).await;
     fill(&h, 3).await;
     let outcome = h.agent.run_turn(&h.session, long("question", 7400), None).await.unwrap();
-    assert_eq!(outcome.compaction.map(|c| c.reason), Some(CompactionReason::OutputReserve));
+    assert_eq!(outcome.compactions.first().map(|c| c.reason), Some(CompactionReason::OutputReserve));
     let last = h.model.requests().pop().unwrap();
     let estimate = ApproxCounter.count_request(&last);
     assert!(last.max_output_tokens.unwrap() <= 4000 - estimate, "the request asks for more than fits");

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Result, bail};
-use phosphor_agent::{AgentEvent, AgentSettings, SUMMARY_PREFIX, SessionAgent};
-use phosphor_core::config::{Config, Options};
+use phosphor_agent::{AgentEvent, AgentSettings, CompactionReason, SUMMARY_PREFIX, SessionAgent, policy};
+use phosphor_core::config::{Config, DEFAULT_MAX_OUTPUT_TOKENS, Options};
 use phosphor_core::openai::{ToOpenAiOptions, to_openai_with};
-use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
-use phosphor_core::{ApproxCounter, Message, MessageStatus, Role, Session, TokenCounter};
+use phosphor_core::{
+    ApproxCounter, Message, MessageStatus, ModelInfo, Role, Session, TokenCounter, ToolSpec,
+};
 use phosphor_prompt::Profiles;
 use phosphor_store::{SessionStore, SqliteStore};
 use tokio::sync::mpsc::unbounded_channel;
@@ -27,9 +28,6 @@ use crate::models::{self, Purpose};
 use crate::render::Renderer;
 use crate::transcript::{self, Layout, Transcript};
 use crate::{Globals, Interrupted, config_check, print_out, session, warn};
-
-/// `max_output_tokens` of a model configured without one (phosphor.json's default).
-const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
 
 /// Runs `phosphor compact`.
 pub async fn compact(globals: &Globals, args: CompactArgs) -> Result<()> {
@@ -47,13 +45,11 @@ pub async fn compact(globals: &Globals, args: CompactArgs) -> Result<()> {
     }
 
     let models = models::build(&loaded.config, Purpose::Compact, globals.model_path.as_deref()).await?;
-    let system_count = transcript.messages.iter().take_while(|m| m.role == Role::System).count();
-    let (system, rest) = transcript.messages.split_at(system_count);
+    let (system, rest, system_prompt) = split_system(&transcript.messages);
     if rest.is_empty() {
         bail!("{source}: nothing to compact: the transcript has no messages besides the system prompt");
     }
     let store = SqliteStore::in_memory().await?;
-    let system_prompt = system.iter().map(Message::text_content).collect::<Vec<_>>().join("\n\n");
     let agent = SessionAgent::new(Arc::new(store.clone()), models, loaded.config.options.clone())
         .with_system_prompt(system_prompt)
         .with_profiles(Profiles::discover(&globals.workspace))
@@ -89,6 +85,33 @@ pub async fn compact(globals: &Globals, args: CompactArgs) -> Result<()> {
     }));
     let values = to_openai_with(&compacted, &ToOpenAiOptions { ids: false, summary_flag: args.summary_flag });
     transcript::write_output(args.output.as_deref(), &transcript::render(values, &transcript.layout)?)
+}
+
+/// The leading system messages, the rest, and the system prompt the agent is given: the leading
+/// system messages' text joined by blank lines (the agent sends it as one system message).
+fn split_system(messages: &[Message]) -> (&[Message], &[Message], String) {
+    let count = messages.iter().take_while(|m| m.role == Role::System).count();
+    let (system, rest) = messages.split_at(count);
+    let prompt = system.iter().map(Message::text_content).collect::<Vec<_>>().join("\n\n");
+    (system, rest, prompt)
+}
+
+/// The tool schemas of a transcript kept as an object with a chat request's `"tools"` beside its
+/// `"messages"` (`[{"type": "function", "function": {"name", "description", "parameters"}}]`).
+fn tool_specs(layout: &Layout) -> Vec<ToolSpec> {
+    let Layout::Object(object) = layout else { return Vec::new() };
+    let Some(tools) = object.get("tools").and_then(serde_json::Value::as_array) else { return Vec::new() };
+    tools
+        .iter()
+        .filter_map(|tool| {
+            let function = tool.get("function")?;
+            Some(ToolSpec {
+                name: function.get("name")?.as_str()?.to_owned(),
+                description: function.get("description").and_then(|d| d.as_str()).unwrap_or("").to_owned(),
+                parameters: function.get("parameters").cloned().unwrap_or(serde_json::Value::Null),
+            })
+        })
+        .collect()
 }
 
 /// A summary as it goes into a transcript: the user message a model is shown in its place (the agent's
@@ -135,7 +158,10 @@ async fn import(store: &SqliteStore, session: &Session, messages: &[Message]) ->
     Ok(())
 }
 
-/// The `--dry-run` report: tokens as read and after each pruning, and whether compaction would trigger.
+/// The `--dry-run` report: tokens as read and after each pruning, and whether compaction would
+/// trigger. The request is estimated as the agent frames it (the leading system messages as one
+/// system prompt, the transcript's tool schemas, the request framing) and the decision is the
+/// agent's own ([`policy::trigger`] with [`policy::reserve`]), so a dry run and a real turn agree.
 pub fn dry_run(
     transcript: &Transcript,
     source: &str,
@@ -144,7 +170,16 @@ pub fn dry_run(
 ) -> String {
     let options: &Options = &config.options;
     let messages = &transcript.messages;
-    let counter = ApproxCounter;
+    // The configured session model's own counter, as the agent would count (exact for OpenAI
+    // model families); the approximation without one.
+    let counter: Arc<dyn TokenCounter> = match &config.models.large {
+        Some(model) => phosphor_llm::counter_for(&model.model),
+        None => Arc::new(ApproxCounter),
+    };
+    let counter = counter.as_ref();
+    let (_, rest, system_prompt) = split_system(messages);
+    let tools = tool_specs(&transcript.layout);
+    let fixed = policy::fixed_tokens(&system_prompt, &tools, counter);
     let systems = messages.iter().filter(|m| m.role == Role::System).count();
     let results = messages.iter().flat_map(Message::tool_results).count();
     let layout = match transcript.layout {
@@ -152,21 +187,26 @@ pub fn dry_run(
         Layout::Object(_) => "an object with \"messages\"",
         Layout::Lines => "JSON lines",
     };
-    let standard = phosphor_prune::prune(messages, options.summarize_tool_output_chars, &counter);
-    let aggressive =
-        phosphor_prune::prune(messages, options.summarize_tool_output_aggressive_chars, &counter);
-    let before = standard.tokens_before + REQUEST_OVERHEAD_TOKENS;
+    let standard = phosphor_prune::prune(rest, options.summarize_tool_output_chars, counter);
+    let aggressive = phosphor_prune::prune(rest, options.summarize_tool_output_aggressive_chars, counter);
+    let before = standard.tokens_before + fixed;
     let mut out = format!(
-        "{source}: {} messages ({systems} system), {results} tool results, {layout}\n\
-         tokens (estimated by {}: a quarter of the bytes, plus per-message framing):\n",
+        "{source}: {} messages ({systems} system), {results} tool results, {} tool schemas, {layout}\n\
+         tokens (estimated by {}: {}, plus per-message framing):\n",
         messages.len(),
+        tools.len(),
         counter.name(),
+        if counter.name() == ApproxCounter.name() {
+            "a quarter of the bytes"
+        } else {
+            "the model's own tokens"
+        },
     );
     let rows = [
         ("as read".to_owned(), before, None),
         (
             format!("standard pruning ({} chars per tool output)", options.summarize_tool_output_chars),
-            standard.tokens_after + REQUEST_OVERHEAD_TOKENS,
+            standard.tokens_after + fixed,
             Some(standard.truncated_results),
         ),
         (
@@ -174,7 +214,7 @@ pub fn dry_run(
                 "aggressive pruning ({} chars per tool output)",
                 options.summarize_tool_output_aggressive_chars
             ),
-            aggressive.tokens_after + REQUEST_OVERHEAD_TOKENS,
+            aggressive.tokens_after + fixed,
             Some(aggressive.truncated_results),
         ),
     ];
@@ -211,38 +251,45 @@ pub fn dry_run(
         }
     };
     let window = window.max(1);
+    let info = ModelInfo {
+        provider: String::new(),
+        model: String::new(),
+        context_window: window,
+        max_output_tokens: max_output,
+    };
+    let reserve = policy::reserve(&info);
     let threshold = options.summarize_threshold;
     let threshold_tokens = (threshold * window as f64).ceil() as u64;
-    // The room kept for the answer, as the agent reserves it.
-    let reserve = max_output.min(window / 4);
-    let percent = before as f64 * 100.0 / window as f64;
+    let percent = policy::fraction(before, window) * 100.0;
     out.push_str(&format!(
         "window: {} tokens ({whose}); threshold {threshold} = {} tokens; {} reserved for the answer\n",
         thousands(window),
         thousands(threshold_tokens),
         thousands(reserve),
     ));
-    let verdict = if before > window {
-        format!("would trigger: {} tokens exceed the window (forced, overflow)", thousands(before))
-    } else if before + reserve > window {
-        format!(
+    let verdict = match policy::trigger(before, reserve, window, options) {
+        Some(CompactionReason::Overflow) => {
+            format!("would trigger: {} tokens exceed the window (forced, overflow)", thousands(before))
+        }
+        Some(CompactionReason::OutputReserve) => format!(
             "would trigger: {} tokens leave less than {} tokens for the answer (forced, output reserve)",
             thousands(before),
             thousands(reserve)
-        )
-    } else if options.disable_auto_summarize {
-        format!("would not trigger: {percent:.1}% of the window, and options.disable_auto_summarize is on")
-    } else if percent / 100.0 >= threshold {
-        format!(
+        ),
+        Some(_) => format!(
             "would trigger: {percent:.1}% of the window is at or above the {:.0}% threshold",
             threshold * 100.0
-        )
-    } else {
-        format!(
+        ),
+        None if options.disable_auto_summarize => {
+            format!(
+                "would not trigger: {percent:.1}% of the window, and options.disable_auto_summarize is on"
+            )
+        }
+        None => format!(
             "would not trigger: {percent:.1}% of the window, below the {:.0}% threshold ({} tokens to go)",
             threshold * 100.0,
             thousands(threshold_tokens.saturating_sub(before))
-        )
+        ),
     };
     out.push_str(&format!("compaction: {verdict}\n"));
     out
@@ -286,7 +333,7 @@ mod tests {
         // 4000 bytes of tool output is 1000 tokens; 200 chars + the marker is 54; 50 chars + the marker is 17.
         assert_eq!(
             report,
-            "t.json: 5 messages (1 system), 1 tool results, a JSON array\n\
+            "t.json: 5 messages (1 system), 1 tool results, 0 tool schemas, a JSON array\n\
              tokens (estimated by approx: a quarter of the bytes, plus per-message framing):\n  \
              as read                                        1,037\n  \
              standard pruning (200 chars per tool output)      91  (-946; 1 tool output cut)\n  \
@@ -310,6 +357,36 @@ mod tests {
         );
         let report = dry_run(&transcript, "t.json", &config("{}"), None);
         assert!(report.ends_with("pass --context-window TOKENS to check the threshold\n"), "{report}");
+    }
+
+    #[test]
+    fn dry_run_frames_the_request_as_the_agent_does() {
+        // Two leading system messages become one system prompt, joined by a blank line
+        // ("You are helpful.\n\nBe brief.": 27 bytes, 7 tokens + 4 framing = 11, where two
+        // messages would cost 15); the tool schema beside the messages counts (3 + 3 + 5 + 8 = 19);
+        // "Hi" costs 5, and the request framing 3: 38 in all.
+        let text = serde_json::json!({
+            "messages": [
+                { "role": "system", "content": "You are helpful." },
+                { "role": "system", "content": "Be brief." },
+                { "role": "user", "content": "Hi" }
+            ],
+            "tools": [{ "type": "function", "function": {
+                "name": "read_file", "description": "Reads a file", "parameters": { "type": "object" } } }]
+        })
+        .to_string();
+        let transcript = transcript::parse(&text, "t.json").unwrap();
+        let report = dry_run(&transcript, "t.json", &config("{}"), Some(40));
+        assert!(report.contains("3 messages (2 system), 0 tool results, 1 tool schemas"), "{report}");
+        let as_read = report.lines().find(|line| line.trim_start().starts_with("as read")).unwrap();
+        assert_eq!(as_read.split_whitespace().last(), Some("38"), "{report}");
+        // 38 of 40 with a 10-token reserve (a quarter of the window): the output-reserve trigger.
+        assert!(
+            report.ends_with(
+                "compaction: would trigger: 38 tokens leave less than 10 tokens for the answer (forced, output reserve)\n"
+            ),
+            "{report}"
+        );
     }
 
     #[tokio::test]

@@ -294,6 +294,68 @@ async fn a_run_that_crosses_the_threshold_compacts_and_show_marks_the_summary() 
     assert_eq!(exported.iter().filter(|m| m["is_summary"] == true).count(), 1);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_with_fourteen_tool_rounds_compacts_inside_the_turn_and_finishes() {
+    let env = Env::new();
+    // A 7 KB file: read_file shows it with line numbers, about 1,950 tokens a read, 14 reads are
+    // about three and a half 8,000-token windows.
+    let line = "let value = compute(input, offset); // a line of code that is read again\n";
+    fs::write(env.workspace().join("big.rs"), line.repeat(7_000 / line.len())).unwrap();
+    let prompt = "Read big.rs fourteen times and tell me when you are done.";
+    let mut answers: Vec<MockResponse> = (0..14)
+        .map(|i| sse_tool_calls(&[(&format!("call_{i}"), "read_file", r#"{"path":"big.rs"}"#)], None))
+        .collect();
+    answers.push(sse_text(&["Read it fourteen times."], None));
+    let large = MockServer::start(answers).await;
+    let small = MockServer::start(
+        (0..14).map(|i| sse_text(&[&format!("## Goal\nRead big.rs. Pass {i}.")], None)).collect(),
+    )
+    .await;
+    let model = |name: &str| json!({ "provider": name, "model": format!("mock-{name}"), "context_window": 8_000, "max_output_tokens": 1_000 });
+    let config = json!({
+        "options": { "summarize_model": "small" },
+        "providers": {
+            "large": { "base_url": large.base_url(), "api_key_env": KEY_VAR },
+            "small": { "base_url": small.base_url(), "api_key_env": KEY_VAR }
+        },
+        "models": { "large": model("large"), "small": model("small") }
+    });
+    fs::write(env.config_path(), config.to_string()).unwrap();
+
+    let output = env.run(&["run", "--json", prompt], "").await;
+    assert_success(&output);
+    let events: Vec<Value> =
+        stdout(&output).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let compactions = events.iter().filter(|e| e["type"] == "compaction_finished").count();
+    assert!(compactions >= 2, "{compactions} compactions");
+    assert!(events.iter().any(|e| e["type"] == "text_delta" && e["text"] == "Read it fourteen times."));
+
+    let requests = large.requests();
+    assert_eq!(requests.len(), 15);
+    assert_eq!(small.requests().len(), compactions);
+    for (i, request) in requests.iter().enumerate() {
+        let messages =
+            phosphor_core::openai::from_openai(request.body["messages"].as_array().unwrap()).unwrap();
+        phosphor_prune::check_tool_pairing(&messages).unwrap_or_else(|v| panic!("request #{i}: {v:?}"));
+        assert!(
+            messages.iter().any(|m| m.role == phosphor_core::Role::User && m.text_content() == prompt),
+            "request #{i} lost the turn's request"
+        );
+        // A lower bound of the agent's own estimate: a quarter of the text and arguments.
+        let bytes: usize = messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .map(|part| match part {
+                phosphor_core::Part::Text { text } => text.len(),
+                phosphor_core::Part::ToolCall(call) => call.arguments.len(),
+                phosphor_core::Part::ToolResult(result) => result.content.len(),
+                _ => 0,
+            })
+            .sum();
+        assert!(bytes / 4 + 1_000 <= 8_000, "request #{i} holds {bytes} bytes");
+    }
+}
+
 fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
@@ -329,7 +391,7 @@ async fn compact_dry_run_prints_the_numbers_without_calling_a_model() {
     let lines: Vec<&str> = report.lines().collect();
     assert_eq!(
         lines[0],
-        format!("{}: 34 messages (1 system), 14 tool results, a JSON array", path.display())
+        format!("{}: 34 messages (1 system), 14 tool results, 0 tool schemas, a JSON array", path.display())
     );
     let numbers = |line: &str| {
         line.split_whitespace()

@@ -63,6 +63,10 @@ pub struct Options {
     pub summarize_tool_output_aggressive_chars: usize,
     /// Tokens of the most recent turns kept verbatim after a summary (0 keeps none, as the spec).
     pub summarize_keep_recent_tokens: u64,
+    /// The most automatic compactions one turn may run (a backstop: the progress rule, one
+    /// compaction per model response at most, already makes loops impossible). At least 1.
+    #[schemars(range(min = 1))]
+    pub summarize_max_per_turn: u32,
     /// The prompt profile (`.phosphor/profiles/<profile>/summarization.md.tpl`).
     #[schemars(pattern(r"^(?!\.\.?$)[^/\\\u0000]+$"))]
     pub profile: String,
@@ -77,6 +81,7 @@ impl Default for Options {
             summarize_tool_output_chars: 200,
             summarize_tool_output_aggressive_chars: 50,
             summarize_keep_recent_tokens: 0,
+            summarize_max_per_turn: 8,
             profile: "default".to_owned(),
         }
     }
@@ -198,8 +203,11 @@ pub struct ModelConfig {
     pub max_output_tokens: u64,
 }
 
+/// `max_output_tokens` of a model configured without one.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
+
 fn default_max_output_tokens() -> u64 {
-    4096
+    DEFAULT_MAX_OUTPUT_TOKENS
 }
 
 /// The configuration file's name, in every tier.
@@ -659,6 +667,7 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
     const CHARS: &str = "options.summarize_tool_output_chars";
     const AGGRESSIVE: &str = "options.summarize_tool_output_aggressive_chars";
     const PROFILE: &str = "options.profile";
+    const MAX_PER_TURN: &str = "options.summarize_max_per_turn";
     const SUMMARIZE_MODEL: &str = "options.summarize_model";
     const ENABLED: &str = "embedded_models.inference.enabled";
     const MODEL_REPO: &str = "embedded_models.inference.model_repo";
@@ -692,6 +701,10 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
                 format!("a whole number >= {AGGRESSIVE} ({aggressive})"),
             )
         });
+    }
+
+    if options.summarize_max_per_turn == 0 {
+        return Err(invalid(MAX_PER_TURN, 0.into(), OUT_OF_RANGE, "a whole number >= 1".to_owned()));
     }
 
     if !is_valid_profile_name(&options.profile) {
@@ -831,6 +844,7 @@ mod tests {
                 "summarize_tool_output_chars": 200,
                 "summarize_tool_output_aggressive_chars": 50,
                 "summarize_keep_recent_tokens": 0,
+                "summarize_max_per_turn": 8,
                 "profile": "default"
             },
             "embedded_models": { "inference": { "enabled": false, "gpu": false, "engine": "auto" } },
@@ -868,6 +882,10 @@ mod tests {
         check_error(
             r#"{ "options": { "summarize_tool_output_chars": 0 } }"#,
             "/cfg/phosphor.json: options.summarize_tool_output_chars: 0 is out of range; allowed: a whole number > 0",
+        );
+        check_error(
+            r#"{ "options": { "summarize_max_per_turn": 0 } }"#,
+            "/cfg/phosphor.json: options.summarize_max_per_turn: 0 is out of range; allowed: a whole number >= 1",
         );
         check_error(
             r#"{ "options": { "summarize_tool_output_aggressive_chars": 0 } }"#,

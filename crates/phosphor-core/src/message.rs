@@ -240,6 +240,11 @@ pub struct Message {
     /// before the summary itself: the prompt that forced it, and recent turns kept verbatim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarized_until: Option<String>,
+    /// For a summary written inside a turn: the id of the user message that opened the turn, stored
+    /// before `summarized_until`. It is shown verbatim right after the summary, so a turn whose
+    /// own tool rounds were folded still carries its request word for word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_message: Option<String>,
     /// Whether the message is whole; only complete messages are ever shown to a model.
     #[serde(default, skip_serializing_if = "MessageStatus::is_complete")]
     pub status: MessageStatus,
@@ -270,6 +275,7 @@ impl Message {
             parts,
             is_summary: false,
             summarized_until: None,
+            pinned_message: None,
             status: MessageStatus::Complete,
             name: None,
             model: None,
@@ -397,8 +403,9 @@ impl Session {
 }
 
 /// The messages a model is shown, given every stored message of a session in order and the
-/// session's summary pointer: the summary first, then each complete, non-summary message stored
-/// after the summary's `summarized_until` message. Without a (known) summary: every complete,
+/// session's summary pointer: the summary first, then its `pinned_message` (when it names a
+/// complete, non-summary message), then each complete, non-summary message stored after the
+/// summary's `summarized_until` message. Without a (known) summary: every complete,
 /// non-summary message. Summaries the pointer does not name (failed, cancelled, superseded) never
 /// appear. The store implements the same rule in SQL; this is the reference.
 pub fn history_view<'a>(messages: &'a [Message], summary_id: Option<&str>) -> Vec<&'a Message> {
@@ -408,6 +415,10 @@ pub fn history_view<'a>(messages: &'a [Message], summary_id: Option<&str>) -> Ve
     let start = match summary {
         Some(summary) => {
             view.push(summary);
+            let pinned = summary.pinned_message.as_deref().and_then(|id| {
+                messages.iter().find(|m| m.id == id && !m.is_summary && m.status.is_complete())
+            });
+            view.extend(pinned);
             match &summary.summarized_until {
                 Some(until) => messages.iter().position(|m| &m.id == until).map_or(0, |i| i + 1),
                 None => 0,
@@ -449,5 +460,25 @@ mod tests {
         assert_eq!(ids(history_view(&messages, Some("s1"))), ["s1", "u3", "a3"]);
         assert_eq!(ids(history_view(&messages, None)), ["u1", "a1", "u2", "a2", "u3", "a3"]);
         assert_eq!(ids(history_view(&messages, Some("s0"))), ["u1", "a1", "u2", "a2", "u3", "a3"]);
+    }
+
+    #[test]
+    fn a_pinned_message_follows_its_summary() {
+        let mut summary = msg("s1", Role::Assistant);
+        summary.is_summary = true;
+        summary.summarized_until = Some("t1".into());
+        summary.pinned_message = Some("u2".into());
+        let messages = vec![
+            msg("u1", Role::User),
+            msg("a1", Role::Assistant),
+            msg("u2", Role::User),
+            msg("a2", Role::Assistant),
+            msg("t1", Role::Tool),
+            msg("a3", Role::Assistant),
+            summary,
+            msg("t3", Role::Tool),
+        ];
+        let ids = |v: Vec<&Message>| v.iter().map(|m| m.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(history_view(&messages, Some("s1"))), ["s1", "u2", "a3", "t3"]);
     }
 }

@@ -3,6 +3,8 @@
 //! It lives beside the message types so that the remote backend (`phosphor-llm`) and the embedded
 //! one (`phosphor-embedded`) implement it without knowing each other.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -10,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::message::{FinishReason, Message, Part, Role, ToolCall, Usage};
+use crate::tokens::{ApproxCounter, TokenCounter};
 
 /// A tool the model may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +94,14 @@ pub trait ChatModel: Send + Sync {
 
     /// Sends `request` and streams the answer.
     fn stream(&self, request: ChatRequest) -> ChatStream;
+
+    /// The counter that counts this model's tokens: exact where the backend knows the model's
+    /// tokenizer (tiktoken for OpenAI models, the GGUF file's own vocabulary for a local model),
+    /// else the spec's approximation ([`ApproxCounter`], the default). Called once per agent;
+    /// an implementation may build the counter here.
+    fn counter(&self) -> Arc<dyn TokenCounter> {
+        Arc::new(ApproxCounter)
+    }
 
     /// Sends `request` and waits for the whole answer.
     fn complete(&self, request: ChatRequest) -> BoxFuture<'static, Result<Completion>> {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use phosphor_core::Error;
+use phosphor_core::TokenCounter;
 use phosphor_core::config::{Engine, InferenceConfig};
 use phosphor_core::gguf::GgufMetadata;
 use phosphor_core::model::{ChatModel, ChatRequest, ChatStream, ModelInfo, StreamEvent};
@@ -47,6 +48,7 @@ enum Backend {
 /// [`ChatModel`].
 pub struct EmbeddedModel {
     info: ModelInfo,
+    counter: Arc<dyn TokenCounter>,
     path: PathBuf,
     architecture: String,
     engine: EngineKind,
@@ -211,6 +213,19 @@ fn choose_device(kind: EngineKind, gpu: bool) -> (bool, String) {
     }
 }
 
+/// The GGUF file's vocabulary as a Hugging Face tokenizer (the mistral.rs engine's counter); the
+/// approximation, with a warning, for a vocabulary it cannot rebuild.
+#[cfg(feature = "mistralrs")]
+fn vocabulary_counter(metadata: &GgufMetadata, path: &Path) -> Arc<dyn TokenCounter> {
+    match phosphor_core::exact::HfCounter::from_gguf(metadata) {
+        Ok(counter) => Arc::new(counter),
+        Err(err) => {
+            tracing::warn!(path = %path.display(), error = %err, "counting tokens approximately");
+            Arc::new(phosphor_core::ApproxCounter)
+        }
+    }
+}
+
 /// Starts the engine on the device chosen. Blocks.
 fn start(
     resolved: ResolvedModel,
@@ -225,12 +240,19 @@ fn start(
     let context_window = metadata.context_length().ok_or_else(|| {
         missing(&path, format!("{architecture}.context_length"), "it gives the context window")
     })?;
-    let backend = match kind {
+    // Each engine counts with the model's own vocabulary: llama.cpp tokenizes exactly as it reads a
+    // prompt; for mistral.rs the GGUF vocabulary is rebuilt as a Hugging Face tokenizer.
+    let (backend, counter): (Backend, Arc<dyn TokenCounter>) = match kind {
         #[cfg(feature = "mistralrs")]
-        EngineKind::MistralRs => Backend::MistralRs(crate::mistral::start(&path, &metadata, force_cpu)?),
+        EngineKind::MistralRs => {
+            let engine = crate::mistral::start(&path, &metadata, force_cpu)?;
+            (Backend::MistralRs(engine), vocabulary_counter(&metadata, &path))
+        }
         #[cfg(feature = "llamacpp")]
         EngineKind::LlamaCpp => {
-            Backend::LlamaCpp(Arc::new(crate::llama::start(&path, &metadata, context_window, force_cpu)?))
+            let engine = Arc::new(crate::llama::start(&path, &metadata, context_window, force_cpu)?);
+            let counter = Arc::new(crate::llama::VocabCounter::new(engine.clone(), &resolved.name));
+            (Backend::LlamaCpp(engine), counter)
         }
         #[allow(unreachable_patterns)]
         other => {
@@ -253,6 +275,7 @@ fn start(
         "embedded model loaded"
     );
     Ok(EmbeddedModel {
+        counter,
         info: ModelInfo {
             provider: PROVIDER.to_owned(),
             model: resolved.name,
@@ -271,6 +294,10 @@ fn start(
 impl ChatModel for EmbeddedModel {
     fn info(&self) -> &ModelInfo {
         &self.info
+    }
+
+    fn counter(&self) -> Arc<dyn TokenCounter> {
+        self.counter.clone()
     }
 
     fn stream(&self, request: ChatRequest) -> ChatStream {

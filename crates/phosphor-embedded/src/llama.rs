@@ -17,7 +17,7 @@ use llama_cpp_2::{
 };
 use phosphor_core::gguf::GgufMetadata;
 use phosphor_core::model::{ChatRequest, ChatStream, StreamEvent};
-use phosphor_core::{Error, FinishReason, Message, Part, Result as CoreResult, Role, Usage};
+use phosphor_core::{Error, FinishReason, Message, Part, Result as CoreResult, Role, TokenCounter, Usage};
 use tokio::sync::mpsc;
 
 use crate::error::{EmbeddedError, Result};
@@ -151,6 +151,33 @@ pub(crate) fn start(
         on_gpu: !force_cpu,
         turn: Mutex::new(()),
     })
+}
+
+/// Exact token counts: the text tokenized by llama.cpp with the model's own vocabulary, as it
+/// tokenizes a prompt (no BOS/EOS added; a special token's text inside the text is that token).
+pub(crate) struct VocabCounter {
+    engine: Arc<LlamaEngine>,
+    name: String,
+}
+
+impl VocabCounter {
+    /// A counter over `engine`'s vocabulary, named `llama.cpp:<model>`.
+    pub(crate) fn new(engine: Arc<LlamaEngine>, model: &str) -> VocabCounter {
+        VocabCounter { engine, name: format!("llama.cpp:{model}") }
+    }
+}
+
+impl TokenCounter for VocabCounter {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn count_text(&self, text: &str) -> u64 {
+        if text.is_empty() {
+            return 0;
+        }
+        self.engine.model.vocab().tokenize(text.as_bytes(), false, true).len() as u64
+    }
 }
 
 /// llama.cpp's built-in ChatML template.

@@ -17,7 +17,10 @@ const RAW_EXCERPT_CHARS: usize = 300;
 /// Phrases (lowercase) that only a context-window overflow produces, one or more per server:
 /// OpenAI, Azure, OpenRouter, vLLM, DeepSeek, Mistral, Anthropic, Gemini, llama.cpp, LM Studio,
 /// mistral.rs, Cerebras, xAI, TGI, Ollama. A rate limit that mentions tokens ("tokens per min")
-/// and an output limit ("max_tokens is too large") match none of them.
+/// and an output limit ("max_tokens is too large", Anthropic's "max_tokens: N > M, which is the
+/// maximum allowed number of output tokens") match none of them. Anthropic's "input length and
+/// `max_tokens` exceed context limit: 199759 + 8192 > 200000" is an overflow: the input plus the
+/// answer budget does not fit the window, which a compaction (or a smaller answer budget) cures.
 const OVERFLOW_PHRASES: &[&str] = &[
     "maximum context length",
     "context_length_exceeded",
@@ -36,6 +39,7 @@ const OVERFLOW_PHRASES: &[&str] = &[
     "too large for model with",
     "tokens + `max_new_tokens` must be <=",
     "exceeds the maximum number of tokens allowed",
+    "exceed context limit",
 ];
 
 /// Phrases followed by the number of tokens the request had.
@@ -49,6 +53,7 @@ const REQUESTED_PHRASES: &[&str] = &[
     "request contains",
     "prompt contains",
     "prompt is too long:",
+    "exceed context limit:",
 ];
 
 /// Phrases followed by the size of the context window.
@@ -63,6 +68,15 @@ const LIMIT_PHRASES: &[&str] = &[
     "too large for model with",
     "must be <=",
 ];
+
+/// Anthropic's "exceed context limit: INPUT + MAX_TOKENS > WINDOW": the window is the number after
+/// the `>` that follows the phrase.
+fn limit_after_sum(text: &str) -> Option<u64> {
+    let start = text.find("exceed context limit:")?;
+    let rest = &text[start..];
+    let gt = rest.find('>')?;
+    number_after(rest, &rest[..=gt])
+}
 
 /// What an error body says, whatever its server's format.
 #[derive(Debug, Default, PartialEq)]
@@ -177,7 +191,10 @@ fn overflow(message: String, body: &ErrorBody) -> Error {
     let lower = message.to_lowercase();
     Error::ContextOverflow {
         requested_tokens: body.prompt_tokens.or_else(|| first_number(&lower, REQUESTED_PHRASES)),
-        limit_tokens: body.context_size.or_else(|| first_number(&lower, LIMIT_PHRASES)),
+        limit_tokens: body
+            .context_size
+            .or_else(|| first_number(&lower, LIMIT_PHRASES))
+            .or_else(|| limit_after_sum(&lower)),
         message,
     }
 }

@@ -56,4 +56,4 @@ mod model;
 mod transport;
 
 pub use error::{Error, Result, classify_error};
-pub use model::{OpenAiModel, RetryPolicy};
+pub use model::{OpenAiModel, RetryPolicy, counter_for};

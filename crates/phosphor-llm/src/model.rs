@@ -102,6 +102,7 @@ pub struct OpenAiModel {
 struct Inner {
     client: Client<OpenAIConfig>,
     info: ModelInfo,
+    counter: Arc<dyn TokenCounter>,
     base_url: String,
     api_key_env: Option<String>,
     has_key: bool,
@@ -215,6 +216,7 @@ impl OpenAiModel {
         };
         let inner = Inner {
             client,
+            counter: counter_for(&info.model),
             info,
             base_url,
             api_key_env: provider.api_key_env.clone(),
@@ -291,9 +293,28 @@ impl Inner {
     }
 }
 
+/// The token counter for a remote model id: tiktoken's encoding for OpenAI model families
+/// (`o200k_base` for GPT-4o, GPT-4.1, GPT-5, the o-series and gpt-oss; `cl100k_base` for GPT-4 and
+/// GPT-3.5), else the spec's approximation (other vendors do not publish a local tokenizer we could
+/// run; the agent's calibration from reported usage corrects it upward). Without the `tiktoken`
+/// feature, always the approximation.
+pub fn counter_for(model_id: &str) -> Arc<dyn TokenCounter> {
+    #[cfg(feature = "tiktoken")]
+    if let Some(counter) = phosphor_core::exact::TiktokenCounter::for_model(model_id) {
+        return Arc::new(counter);
+    }
+    #[cfg(not(feature = "tiktoken"))]
+    let _ = model_id;
+    Arc::new(ApproxCounter)
+}
+
 impl ChatModel for OpenAiModel {
     fn info(&self) -> &ModelInfo {
         &self.inner.info
+    }
+
+    fn counter(&self) -> Arc<dyn TokenCounter> {
+        self.inner.counter.clone()
     }
 
     fn stream(&self, request: ChatRequest) -> ChatStream {

@@ -46,6 +46,7 @@ fn expected() -> Vec<(&'static str, Kind)> {
     vec![
         ("openai_context_length_exceeded", overflow(Some(130_000), Some(128_000))),
         ("anthropic_prompt_too_long", overflow(Some(210_000), Some(200_000))),
+        ("anthropic_input_plus_max_tokens", overflow(Some(199_759), Some(200_000))),
         ("gemini_input_token_count", overflow(Some(1_200_000), Some(1_048_576))),
         ("openrouter_context_length", overflow(Some(9000), Some(8192))),
         ("vllm_context_length", overflow(Some(5000), Some(4096))),
@@ -58,6 +59,7 @@ fn expected() -> Vec<(&'static str, Kind)> {
         ("openai_rate_limit_tpm", Kind::RateLimited { retry_after: Some(Duration::from_secs(8)) }),
         ("openai_insufficient_quota", Kind::BadRequest(Some(429))),
         ("openai_max_tokens_too_large", Kind::BadRequest(Some(400))),
+        ("anthropic_max_tokens_over_output_limit", Kind::BadRequest(Some(400))),
         ("openai_invalid_api_key", Kind::Auth),
         ("openai_unsupported_region", Kind::Auth),
         ("openai_server_error", Kind::Transient(Some(500))),

@@ -43,7 +43,7 @@ mod turns;
 
 pub use ladder::{OMITTED_OUTPUT, drop_oldest_turns, omit_oldest_tool_outputs};
 pub use pairing::{INTERRUPTED_RESULT, PairingViolation, check_tool_pairing, repair_tool_pairing};
-pub use turns::{keep_recent_split, turn_starts};
+pub use turns::{keep_recent_split, keep_recent_split_by, turn_starts};
 
 /// Appended to a tool output that was cut.
 pub const TRUNCATION_MARKER: &str = "\n... [truncated]";
@@ -185,6 +185,7 @@ pub(crate) fn with_parts(message: &Message, parts: Vec<Part>) -> Message {
         parts,
         is_summary: message.is_summary,
         summarized_until: message.summarized_until.clone(),
+        pinned_message: message.pinned_message.clone(),
         status: message.status,
         name: message.name.clone(),
         model: message.model.clone(),

@@ -53,13 +53,23 @@ pub fn keep_recent_split<M: Borrow<Message>>(
     keep_tokens: u64,
     counter: &dyn TokenCounter,
 ) -> usize {
+    keep_recent_split_by(messages, keep_tokens, |i| counter.count_message(messages[i].borrow()))
+}
+
+/// [`keep_recent_split`] with each message's cost given by index (`cost(i)` for `messages[i]`),
+/// for a caller that already knows the counts.
+pub fn keep_recent_split_by<M: Borrow<Message>>(
+    messages: &[M],
+    keep_tokens: u64,
+    cost: impl Fn(usize) -> u64,
+) -> usize {
     let mut split = messages.len();
     if keep_tokens == 0 {
         return split;
     }
     let mut tokens = 0;
     for start in turn_starts(messages).into_iter().rev() {
-        tokens += messages[start..split].iter().map(|m| counter.count_message(m.borrow())).sum::<u64>();
+        tokens += (start..split).map(&cost).sum::<u64>();
         if tokens > keep_tokens {
             break;
         }

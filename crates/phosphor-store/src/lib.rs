@@ -105,14 +105,14 @@ pub trait SessionStore: Send + Sync {
 
     /// Appends a message at the end of its session. The session must exist
     /// ([`StoreError::NotFound`]), the id must be new ([`StoreError::AlreadyExists`]). A
-    /// `summarized_until` is only allowed on a summary and must name a message already stored in
-    /// the same session ([`StoreError::Invalid`]).
+    /// `summarized_until` or `pinned_message` is only allowed on a summary and must name a message
+    /// already stored in the same session ([`StoreError::Invalid`]).
     async fn append_message(&self, message: &Message) -> Result<()>;
 
     /// Rewrites the changeable fields of a stored message, found by id.
     ///
-    /// The rule: `session_id`, `role`, `is_summary`, `summarized_until`, `name` and
-    /// `created_at` never change.
+    /// The rule: `session_id`, `role`, `is_summary`, `summarized_until`, `pinned_message`, `name`
+    /// and `created_at` never change.
     /// `parts`, `status` and `model` change only while the *stored* status is not
     /// [`Complete`](phosphor_core::message::MessageStatus::Complete) (a summary streaming, or
     /// one marked failed or cancelled). `usage` and `updated_at` may always change. Anything
@@ -129,8 +129,9 @@ pub trait SessionStore: Send + Sync {
 
     /// The messages a model is shown, by the rule of
     /// [`history_view`](phosphor_core::message::history_view): the session's summary first
-    /// (when it has one), then every complete, non-summary message stored after the summary's
-    /// `summarized_until` message, in order; without a summary, every complete, non-summary
+    /// (when it has one), then its `pinned_message` (the user message that opened the turn a
+    /// summary was written in, when its rounds were folded), then every complete, non-summary
+    /// message stored after the summary's `summarized_until` message, in order; without a summary, every complete, non-summary
     /// message. Streaming, failed, cancelled and superseded summaries never appear, and messages
     /// stored before the summary but after its cut (the prompt that forced the compaction,
     /// recent turns kept verbatim) do. An unknown session is [`StoreError::NotFound`].

@@ -19,7 +19,10 @@ use crate::error::{Result, StoreError};
 /// The schema migrations, in order: `(file name, SQL)`. The version and description are read
 /// from the file name the way `sqlx migrate` reads them (`0001_init.sql` is version 1, `init`),
 /// so a database migrated here is also understood by `sqlx-cli`, and the other way round.
-const MIGRATIONS: &[(&str, &str)] = &[("0001_init.sql", include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_init.sql", include_str!("../migrations/0001_init.sql")),
+    ("0002_pinned_message.sql", include_str!("../migrations/0002_pinned_message.sql")),
+];
 
 /// How long a connection waits for another writer's lock before failing with `database is locked`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -31,7 +34,8 @@ const FILE_POOL_CONNECTIONS: u32 = 8;
 /// The columns of a message row, in the order [`message_from_row`] reads them.
 macro_rules! message_columns {
     () => {
-        "id, session_id, role, parts, is_summary, summarized_until, status, name, model, usage, created_at, updated_at"
+        "id, session_id, role, parts, is_summary, summarized_until, status, name, model, usage, created_at, updated_at, \
+         pinned_message"
     };
 }
 
@@ -47,17 +51,23 @@ const MESSAGES_SQL: &str =
     concat!("SELECT ", message_columns!(), " FROM messages WHERE session_id = ?1 ORDER BY seq");
 
 /// The history of session `?1` (the rule of `phosphor_core::message::history_view`): the
-/// session's summary when it points at a complete summary of its own, then every complete,
-/// non-summary message stored after the summary's `summarized_until` message (after none, so
-/// from the start, without a summary or a cut). The summary is ordered first with `ord = -1`;
-/// every lookup is by index and the second arm is read in index order, so there is no sort.
+/// session's summary when it points at a complete summary of its own, then the summary's
+/// `pinned_message` when it is a complete, non-summary message of the session, then every
+/// complete, non-summary message stored after the summary's `summarized_until` message (after
+/// none, so from the start, without a summary or a cut). The summary is ordered first with
+/// `ord = -1` and the pinned message next with `ord = 0`; every lookup is by index and the last
+/// arm is read in index order.
 const HISTORY_SQL: &str = concat!(
-    "WITH summary AS (SELECT m.seq, m.summarized_until FROM sessions AS s ",
+    "WITH summary AS (SELECT m.seq, m.summarized_until, m.pinned_message FROM sessions AS s ",
     "JOIN messages AS m ON m.id = s.summary_message_id WHERE s.id = ?1 AND m.session_id = ?1 ",
     "AND m.is_summary = 1 AND m.status = 'complete') ",
     "SELECT -1 AS ord, ",
     message_columns!(),
     " FROM messages WHERE seq = (SELECT seq FROM summary) ",
+    "UNION ALL SELECT 0 AS ord, ",
+    message_columns!(),
+    " FROM messages WHERE id = (SELECT pinned_message FROM summary) AND session_id = ?1 ",
+    "AND is_summary = 0 AND status = 'complete' ",
     "UNION ALL SELECT seq AS ord, ",
     message_columns!(),
     " FROM messages WHERE session_id = ?1 AND is_summary = 0 AND status = 'complete' AND seq > COALESCE(",
@@ -279,13 +289,16 @@ impl SessionStore for SqliteStore {
             });
         }
         if let Some(cut) = &message.summarized_until {
-            check_cut(&self.pool, message, cut).await?;
+            check_cut(&self.pool, message, "summarized_until", cut).await?;
+        }
+        if let Some(pinned) = &message.pinned_message {
+            check_cut(&self.pool, message, "pinned_message", pinned).await?;
         }
         let row = MessageRow::encode(message)?;
         sqlx::query(concat!(
             "INSERT INTO messages (",
             message_columns!(),
-            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
         ))
         .bind(&message.id)
         .bind(&message.session_id)
@@ -299,6 +312,7 @@ impl SessionStore for SqliteStore {
         .bind(row.usage)
         .bind(message.created_at)
         .bind(message.updated_at)
+        .bind(&message.pinned_message)
         .execute(&self.pool)
         .await
         .map_err(|e| {
@@ -428,6 +442,7 @@ fn check_message_update(existing: &Message, new: &Message) -> Result<()> {
         ("role", existing.role == new.role),
         ("is_summary", existing.is_summary == new.is_summary),
         ("summarized_until", existing.summarized_until == new.summarized_until),
+        ("pinned_message", existing.pinned_message == new.pinned_message),
         ("name", existing.name == new.name),
         ("created_at", existing.created_at == new.created_at),
     ];
@@ -501,10 +516,15 @@ async fn check_summary_pointer(
     Ok(())
 }
 
-/// A summary's `summarized_until` must name a message already stored in the same session.
-async fn check_cut<'e>(executor: impl SqliteExecutor<'e>, message: &Message, cut: &str) -> Result<()> {
-    let invalid =
-        |reason: String| StoreError::Invalid { id: message.id.clone(), field: "summarized_until", reason };
+/// A summary's `summarized_until` and `pinned_message` (`field`) must name a message already stored
+/// in the same session.
+async fn check_cut<'e>(
+    executor: impl SqliteExecutor<'e>,
+    message: &Message,
+    field: &'static str,
+    cut: &str,
+) -> Result<()> {
+    let invalid = |reason: String| StoreError::Invalid { id: message.id.clone(), field, reason };
     if !message.is_summary {
         return Err(invalid(
             "only a summary message (is_summary = true) replaces earlier messages".to_owned(),
@@ -639,6 +659,7 @@ fn message_from_row(row: &SqliteRow) -> Result<Message> {
         parts,
         is_summary: column(row, &id, "is_summary")?,
         summarized_until: column(row, &id, "summarized_until")?,
+        pinned_message: column(row, &id, "pinned_message")?,
         status,
         name: column(row, &id, "name")?,
         model: column(row, &id, "model")?,
@@ -688,7 +709,7 @@ mod tests {
     fn migration_file_names_parse() {
         let versions: Vec<(i64, String)> =
             migrations().iter().map(|m| (m.version, m.description.to_string())).collect();
-        assert_eq!(versions, vec![(1, "init".to_owned())]);
+        assert_eq!(versions, vec![(1, "init".to_owned()), (2, "pinned message".to_owned())]);
         for (index, (file, _)) in MIGRATIONS.iter().enumerate() {
             let version: i64 = file.split('_').next().and_then(|v| v.parse().ok()).expect(file);
             assert_eq!(version, index as i64 + 1, "migrations are numbered 1, 2, ... in order: {file}");

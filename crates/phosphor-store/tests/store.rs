@@ -65,6 +65,7 @@ fn rich_message(id: &str, session: &str) -> Message {
         ],
         is_summary: true,
         summarized_until: Some("m0".to_owned()),
+        pinned_message: Some("m0".to_owned()),
         status: MessageStatus::Failed,
         name: Some("helper".to_owned()),
         model: Some("qwen3.5-0.8b".to_owned()),
@@ -218,6 +219,38 @@ async fn history_starts_at_the_summary_and_resumes_after_its_cut() {
         ids(&store.messages("s").await.unwrap()),
         ["u1", "a1", "f1", "u2", "s1", "a2", "s2", "s3", "s4", "u3", "s5", "a3"]
     );
+}
+
+#[tokio::test]
+async fn a_pinned_message_is_shown_right_after_its_summary() {
+    let (store, mut session) = store_with_session("s").await.unwrap();
+    for m in [
+        msg("u1", "s", Role::User, "read the files", 1),
+        msg("a1", "s", Role::Assistant, "reading", 2),
+        msg("t1", "s", Role::Tool, "one", 3),
+        msg("a2", "s", Role::Assistant, "reading more", 4),
+        msg("t2", "s", Role::Tool, "two", 5),
+    ] {
+        store.append_message(&m).await.unwrap();
+    }
+    let pinned = |m: Message, id: &str| Message { pinned_message: Some(id.to_owned()), ..m };
+    let s1 = pinned(cut(summary("s1", "s", MessageStatus::Complete, "read one file", 6), "t1"), "u1");
+    store.append_message(&Message { status: MessageStatus::Streaming, ..s1.clone() }).await.unwrap();
+    session.summary_message_id = Some("s1".to_owned());
+    store.complete_summary(&session, &s1).await.unwrap();
+    check_history(&store, "s", &["s1", "u1", "a2", "t2"]).await.unwrap();
+
+    // A pin must name a message of the same session, and only a summary may pin.
+    let stray = pinned(summary("s2", "s", MessageStatus::Streaming, "", 7), "nope");
+    assert!(matches!(
+        store.append_message(&stray).await,
+        Err(StoreError::Invalid { field: "pinned_message", .. })
+    ));
+    let not_summary = pinned(msg("a3", "s", Role::Assistant, "x", 8), "u1");
+    assert!(matches!(
+        store.append_message(&not_summary).await,
+        Err(StoreError::Invalid { field: "pinned_message", .. })
+    ));
 }
 
 #[tokio::test]
@@ -482,7 +515,7 @@ async fn a_file_database_survives_reopening() {
         .fetch_all(&mut conn)
         .await
         .unwrap();
-    assert_eq!(versions, vec![1]);
+    assert_eq!(versions, vec![1, 2]);
     conn.close().await.unwrap();
 }
 

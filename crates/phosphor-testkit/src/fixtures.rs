@@ -50,6 +50,7 @@ macro_rules! fixture {
 pub const ERROR_FIXTURES: &[ErrorFixture] = &[
     fixture!("openai_context_length_exceeded", "json", "OpenAI", 400, JSON),
     fixture!("anthropic_prompt_too_long", "json", "Anthropic", 400, JSON),
+    fixture!("anthropic_input_plus_max_tokens", "json", "Anthropic", 400, JSON),
     fixture!("gemini_input_token_count", "json", "Gemini (OpenAI-compatible endpoint)", 400, JSON),
     fixture!("openrouter_context_length", "json", "OpenRouter", 400, JSON),
     fixture!("vllm_context_length", "json", "vLLM", 400, JSON),
@@ -62,6 +63,7 @@ pub const ERROR_FIXTURES: &[ErrorFixture] = &[
     fixture!("openai_rate_limit_tpm", "json", "OpenAI", 429, JSON),
     fixture!("openai_insufficient_quota", "json", "OpenAI", 429, JSON),
     fixture!("openai_max_tokens_too_large", "json", "OpenAI", 400, JSON),
+    fixture!("anthropic_max_tokens_over_output_limit", "json", "Anthropic", 400, JSON),
     fixture!("openai_invalid_api_key", "json", "OpenAI", 401, JSON),
     fixture!("openai_unsupported_region", "json", "OpenAI", 403, JSON),
     fixture!("openai_server_error", "json", "OpenAI", 500, JSON),

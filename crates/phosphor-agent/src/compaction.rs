@@ -1,0 +1,407 @@
+//! A compaction: the spec's `Summarize()`, with the shedding ladder, the streamed and persisted
+//! summary, and the artifact trail.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use phosphor_core::config::SummarizeModel;
+use phosphor_core::{
+    ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Role, StreamEvent, Usage,
+};
+use phosphor_prompt::SummaryContext;
+use phosphor_store::SessionStore;
+use tracing::{Instrument, field};
+
+use crate::agent::{Cache, SessionAgent, now_ms};
+use crate::artifacts::ArtifactTrail;
+use crate::error::{AgentError, Result};
+use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
+use crate::policy::{self, KeepBudget};
+use crate::shown::{shown_ledger, strip_trail, summary_as_context};
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactionReport {
+    /// The stored summary message.
+    pub summary_message_id: String,
+    /// Why it ran.
+    pub reason: CompactionReason,
+    /// The summarizer.
+    pub model: String,
+    /// Estimated request tokens before.
+    pub tokens_before: u64,
+    /// Estimated request tokens after.
+    pub tokens_after: u64,
+    /// How hard the input had to be cut to fit the summarizer (0 = standard pruning).
+    pub shed_level: u32,
+    /// Wall time.
+    pub duration: Duration,
+}
+
+impl SessionAgent {
+    pub(crate) fn summarizer(&self) -> Result<Arc<dyn ChatModel>> {
+        match self.options.summarize_model {
+            SummarizeModel::Main | SummarizeModel::Large => Ok(self.models.large.clone()),
+            SummarizeModel::Small => self.models.small.clone().ok_or(AgentError::ModelNotConfigured {
+                choice: "small",
+                hint: "add models.small to phosphor.json",
+            }),
+            SummarizeModel::Embedded => self.models.embedded.clone().ok_or(AgentError::ModelNotConfigured {
+                choice: "embedded",
+                hint: "enable embedded_models.inference in phosphor.json and build with an embedded engine",
+            }),
+        }
+    }
+
+    /// The spec's `Summarize()`: folds the history where [`policy::cut`] says into a new summary
+    /// message. `turn` is the index of the user message of the turn in progress (`None` for a
+    /// manual compaction).
+    pub(crate) async fn summarize(
+        &self,
+        cache: &mut Cache,
+        reason: CompactionReason,
+        instructions: Option<&str>,
+        turn: Option<usize>,
+        events: Option<&EventSender>,
+    ) -> Result<CompactionReport> {
+        let started = Instant::now();
+        let summarizer = self.summarizer()?;
+        let info = summarizer.info().clone();
+        let tokens_before = self.estimate(cache);
+        let span = tracing::info_span!(
+            "compaction",
+            otel.name = "compaction",
+            gen_ai.conversation.id = %cache.session.id,
+            gen_ai.conversation.compacted = true,
+            phosphor.compaction.reason = ?reason,
+            phosphor.compaction.tokens_before = tokens_before,
+            phosphor.compaction.tokens_after = field::Empty,
+        );
+        let result = self
+            .summarize_inner(cache, reason, instructions, turn, summarizer.as_ref(), events)
+            .instrument(span.clone())
+            .await;
+        match result {
+            Ok((summary_id, shed_level)) => {
+                let tokens_after = self.estimate(cache);
+                span.record("phosphor.compaction.tokens_after", tokens_after);
+                let duration = started.elapsed();
+                emit(
+                    events,
+                    AgentEvent::CompactionFinished {
+                        summary_message_id: summary_id.clone(),
+                        model: info.model.clone(),
+                        tokens_before,
+                        tokens_after,
+                        duration_ms: duration.as_millis() as u64,
+                        shed_level,
+                    },
+                );
+                Ok(CompactionReport {
+                    summary_message_id: summary_id,
+                    reason,
+                    model: info.model,
+                    tokens_before,
+                    tokens_after,
+                    shed_level,
+                    duration,
+                })
+            }
+            Err(AgentError::NothingToCompact) => Err(AgentError::NothingToCompact),
+            Err(err) => {
+                emit(events, AgentEvent::CompactionFailed { error: err.to_string() });
+                Err(err)
+            }
+        }
+    }
+
+    async fn summarize_inner(
+        &self,
+        cache: &mut Cache,
+        reason: CompactionReason,
+        instructions: Option<&str>,
+        turn: Option<usize>,
+        summarizer: &dyn ChatModel,
+        events: Option<&EventSender>,
+    ) -> Result<(String, u32)> {
+        // The summarizer's input is counted with the summarizer's counter, the history the session
+        // model is shown afterwards with the session model's.
+        let summary_counter = summarizer.counter();
+        let counter = summary_counter.as_ref();
+        let info = summarizer.info().clone();
+
+        // Step 1: the history since the previous summary, and where it is cut. What stays verbatim
+        // must leave room, after the compaction, for the summary and the answer: a kept tail that
+        // overflows would defeat the compaction.
+        let previous = cache.history.first().filter(|m| m.is_summary).cloned();
+        let summary_budget = policy::reserve(&info).min(self.settings.summary_max_output_tokens);
+        let large = self.models.large.info();
+        let room = large
+            .context_window
+            .saturating_sub(self.fixed_tokens() + policy::reserve(large) + summary_budget);
+        let budget = KeepBudget { room, keep_recent: self.options.summarize_keep_recent_tokens };
+        let Some(cut) = policy::cut(&cache.history, cache.ledger.counts(), turn, budget) else {
+            return Err(AgentError::NothingToCompact);
+        };
+        let fold = &cache.history[cut.fold.clone()];
+        let Some(last_folded) = fold.last() else { return Err(AgentError::NothingToCompact) };
+        let last_folded_id = last_folded.id.clone();
+        let pinned = cut.pinned.map(|at| cache.history[at].clone());
+
+        // The deterministic artifact trail: the previous summary's, plus what the folded messages show.
+        let mut trail =
+            previous.as_ref().map(|p| ArtifactTrail::parse(&p.text_content())).unwrap_or_default();
+        trail.merge(ArtifactTrail::collect(fold));
+
+        // Step 2: standard pruning of tool outputs (the ladder below prunes harder when needed).
+        let mut ladder = policy::Ladder::new(fold, &self.options, counter);
+
+        // Step 3: the prompt, with the previous summary for iterative compaction.
+        let previous_text = previous.as_ref().map(|p| strip_trail(&p.text_content()).to_owned());
+        let mut tools_used: Vec<String> =
+            fold.iter().flat_map(|m| m.tool_calls().map(|c| c.name.clone())).collect::<Vec<_>>();
+        tools_used.sort();
+        tools_used.dedup();
+        let context = SummaryContext {
+            previous_summary: previous_text,
+            custom_instructions: instructions.map(str::to_owned),
+            session_id: cache.session.id.clone(),
+            session_title: cache.session.title.clone(),
+            message_count: fold.len(),
+            tokens_before: self.estimate(cache),
+            context_window: self.models.large.info().context_window,
+            model: self.models.large.info().model.clone(),
+            workspace: self.settings.workspace.clone(),
+            files: trail.files(),
+            tools_used,
+            date: today(),
+        };
+        let rendered = self.profiles.render(&self.options.profile, &context)?;
+        for warning in &rendered.warnings {
+            emit(events, AgentEvent::Warning { message: warning.clone() });
+        }
+
+        // Step 4: the summary message exists in the store from now on, marked as streaming.
+        let mut summary = self.new_message(&cache.session.id, Role::Assistant, Vec::new());
+        summary.is_summary = true;
+        summary.status = MessageStatus::Streaming;
+        summary.summarized_until = Some(last_folded_id);
+        summary.pinned_message = pinned.as_ref().map(|m| m.id.clone());
+        summary.model = Some(info.model.clone());
+        self.store.append_message(&summary).await?;
+        let mut guard = SummaryGuard { store: self.store.clone(), message: Some(summary.clone()) };
+        emit(
+            events,
+            AgentEvent::CompactionStarted {
+                reason,
+                model: info.model.clone(),
+                tokens_before: self.estimate(cache),
+            },
+        );
+
+        // Steps 2 and 5, with overflow recovery: walk the shedding ladder until the input fits and
+        // the summarizer accepts it.
+        let reserve = summary_budget;
+        let outcome = loop {
+            let Some((level, input)) = ladder.next_input() else {
+                break Err(AgentError::NothingToShed {
+                    tokens: ladder.smallest_tokens,
+                    window: info.context_window,
+                    model: info.model.clone(),
+                });
+            };
+            let request = summary_request(&rendered.text, input, reserve, &cache.session.id);
+            let estimate = counter.count_request(&request);
+            if estimate >= ladder.smallest_tokens {
+                continue; // no smaller than an input already tried
+            }
+            ladder.smallest_tokens = estimate;
+            if estimate + reserve > info.context_window {
+                continue; // known not to fit: do not even send it (protects servers that truncate silently)
+            }
+            match self.stream_summary(summarizer, request, &mut summary, events).await {
+                Ok(usage) => break Ok((level, usage)),
+                Err(AgentError::Model(err)) if err.is_context_overflow() => {
+                    emit(
+                        events,
+                        AgentEvent::Warning {
+                            message: format!(
+                                "the summarizer rejected the input as too long ({err}); shedding more"
+                            ),
+                        },
+                    );
+                    summary.parts.clear();
+                    continue;
+                }
+                Err(err) => break Err(err),
+            }
+        };
+        let (level, usage) = match outcome {
+            Ok(done) => done,
+            Err(err) => {
+                summary.status = MessageStatus::Failed;
+                summary.updated_at = now_ms();
+                guard.message = None;
+                // Marking the failure is best effort: an unfinished summary is never history anyway.
+                if let Err(mark) = self.store.update_message(&summary).await {
+                    tracing::warn!(error = %mark, "could not mark the failed summary");
+                }
+                return Err(err);
+            }
+        };
+
+        // Step 7: the summary is whole; append the artifact trail, then move the pointer and the
+        // token fields in one transaction.
+        let text = summary.text_content();
+        summary.parts = vec![
+            Part::Text { text: text.trim_end().to_owned() },
+            Part::Text { text: format!("\n\n{}", trail.render()) },
+        ];
+        summary.status = MessageStatus::Complete;
+        summary.usage = Some(usage);
+        summary.updated_at = now_ms();
+        let mut history = Vec::with_capacity(2 + cache.history.len() - cut.fold.end);
+        history.push(summary.clone());
+        history.extend(pinned);
+        history.extend(cache.history[cut.fold.end..].iter().cloned());
+        let ledger = shown_ledger(self.counter.as_ref(), &history);
+        let mut session = cache.session.clone();
+        session.summary_message_id = Some(summary.id.clone());
+        // Spec step 7: recalculated from the summary content (as a model is shown it).
+        session.current_tokens = ledger.counts().first().copied().unwrap_or(0);
+        session.completion_tokens = usage.output_tokens;
+        session.prompt_tokens = 0;
+        session.updated_at = now_ms();
+        self.store.complete_summary(&session, &summary).await?;
+        guard.message = None;
+        cache.session = session;
+        cache.history = history;
+        cache.ledger = ledger;
+        cache.calibration = None;
+        cache.responses_since_compaction = 0;
+        Ok((summary.id, level))
+    }
+
+    /// Step 6: streams the summary into `summary`, persisting it in batches.
+    async fn stream_summary(
+        &self,
+        model: &dyn ChatModel,
+        request: ChatRequest,
+        summary: &mut Message,
+        events: Option<&EventSender>,
+    ) -> Result<Usage> {
+        let counter = model.counter();
+        let input_estimate = counter.count_request(&request);
+        let mut stream = model.stream(request);
+        let mut text = String::new();
+        let mut reported: Option<Usage> = None;
+        let mut finish: Option<FinishReason> = None;
+        let mut last_persist = Instant::now();
+        let mut persisted_len = 0;
+        while let Some(event) = stream.next().await {
+            match event? {
+                StreamEvent::TextDelta { text: delta } => {
+                    emit(events, AgentEvent::CompactionDelta { text: delta.clone() });
+                    text.push_str(&delta);
+                    if last_persist.elapsed() >= self.settings.persist_interval && text.len() > persisted_len
+                    {
+                        summary.parts = vec![Part::Text { text: text.clone() }];
+                        summary.updated_at = now_ms();
+                        self.store.update_message(summary).await?;
+                        last_persist = Instant::now();
+                        persisted_len = text.len();
+                    }
+                }
+                StreamEvent::Usage(usage) => reported = Some(usage),
+                StreamEvent::Finish { reason } => finish = Some(reason),
+                StreamEvent::ReasoningDelta { .. } | StreamEvent::ToolCall(_) => {}
+            }
+        }
+        summary.parts = vec![Part::Text { text: text.clone() }];
+        // A summary that did not really finish must never replace the history.
+        let incomplete = |reason: String| Err(AgentError::SummaryIncomplete { reason });
+        match &finish {
+            Some(FinishReason::Cancelled) => return incomplete("cancelled".into()),
+            Some(FinishReason::ContentFilter) => return incomplete("stopped by the content filter".into()),
+            Some(FinishReason::Error(error)) => return incomplete(format!("the model failed: {error}")),
+            Some(FinishReason::Length) => emit(
+                events,
+                AgentEvent::Warning {
+                    message: "the summary reached the output limit and may be cut short".into(),
+                },
+            ),
+            _ => {}
+        }
+        if text.trim().is_empty() {
+            return incomplete("the summarizer returned no text".into());
+        }
+        let usage = reported.unwrap_or(Usage {
+            input_tokens: input_estimate,
+            output_tokens: counter.count_text(&text),
+            ..Usage::default()
+        });
+        emit(events, AgentEvent::Usage { model: model.info().model.clone(), usage });
+        Ok(usage)
+    }
+}
+
+/// Marks a summary `Cancelled` if the compaction is dropped before it finished.
+struct SummaryGuard {
+    store: Arc<dyn SessionStore>,
+    message: Option<Message>,
+}
+
+impl Drop for SummaryGuard {
+    fn drop(&mut self) {
+        let Some(message) = self.message.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let store = self.store.clone();
+        runtime.spawn(async move {
+            // Re-read the row so that the deltas already persisted stay. Best effort: a summary
+            // left `Streaming` is marked cancelled on the next load anyway.
+            let marked = async {
+                let Some(mut stored) = store.message(&message.id).await? else { return Ok(()) };
+                if stored.status == MessageStatus::Streaming {
+                    stored.status = MessageStatus::Cancelled;
+                    stored.updated_at = now_ms();
+                    store.update_message(&stored).await?;
+                }
+                Ok::<(), phosphor_store::StoreError>(())
+            };
+            if let Err(err) = marked.await {
+                tracing::warn!(error = %err, "could not mark the cancelled summary");
+            }
+        });
+    }
+}
+
+/// The summarizer's request: the rendered instructions, the pruned history, and a closing ask.
+fn summary_request(
+    prompt: &str,
+    input: Vec<Cow<'_, Message>>,
+    reserve: u64,
+    session_id: &str,
+) -> ChatRequest {
+    let mut messages = Vec::with_capacity(input.len() + 2);
+    messages.push(Message::system(prompt));
+    let repaired = phosphor_prune::repair_tool_pairing(input);
+    messages.extend(repaired.iter().map(|m| summary_as_context(m).into_owned()));
+    messages.push(Message::user(
+        "Write the summary of the conversation above now, following the instructions in the system message. \
+         Output only the summary.",
+    ));
+    ChatRequest {
+        messages,
+        tools: Vec::new(),
+        max_output_tokens: Some(reserve),
+        temperature: Some(0.0),
+        conversation_id: Some(session_id.to_owned()),
+    }
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`, for the summary prompt.
+fn today() -> String {
+    phosphor_core::time::UtcMinute::from_unix_ms(now_ms()).date()
+}

@@ -1,0 +1,397 @@
+//! The compaction policy, in one place: how much of the window a request may use, which trigger
+//! fires, where a compaction cuts the history, whether another compaction may run in this turn,
+//! and the ladder of ever smaller summarizer inputs.
+//!
+//! Everything here is pure (numbers and messages in, a decision out): the agent calls it before
+//! every request of a turn, and `phosphor compact --dry-run` calls the same functions, so a dry run
+//! and a real turn cannot disagree.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use phosphor_core::config::Options;
+use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
+use phosphor_core::{Message, ModelInfo, Role, TokenCounter, ToolSpec};
+
+use crate::events::CompactionReason;
+
+/// Room kept for the answer: the model's max output, but never more than a quarter of the window
+/// (a model configured with 32k output tokens on a 64k window would otherwise compact at half).
+pub fn reserve(info: &ModelInfo) -> u64 {
+    info.max_output_tokens.min(info.context_window / 4)
+}
+
+/// Tokens every request spends besides the history: the system prompt (one system message, as it
+/// is sent), the tool schemas and the request framing.
+pub fn fixed_tokens(system_prompt: &str, tools: &[ToolSpec], counter: &dyn TokenCounter) -> u64 {
+    let system =
+        if system_prompt.is_empty() { 0 } else { counter.count_message(&Message::system(system_prompt)) };
+    let tools: u64 = tools.iter().map(|t| counter.count_tool(t)).sum();
+    REQUEST_OVERHEAD_TOKENS + system + tools
+}
+
+/// Which trigger fires for a request of `estimate` tokens on a `window`-token model that keeps
+/// `reserve` tokens for the answer, if any. Overflow and the output reserve are forced (on even
+/// with `disable_auto_summarize`); the threshold is the spec's pre-request check.
+pub fn trigger(estimate: u64, reserve: u64, window: u64, options: &Options) -> Option<CompactionReason> {
+    if estimate > window {
+        Some(CompactionReason::Overflow)
+    } else if estimate + reserve > window {
+        Some(CompactionReason::OutputReserve)
+    } else if !options.disable_auto_summarize && fraction(estimate, window) >= options.summarize_threshold {
+        Some(CompactionReason::Threshold)
+    } else {
+        None
+    }
+}
+
+/// `estimate / window`, for the threshold and for messages (a zero window counts as one token).
+pub fn fraction(estimate: u64, window: u64) -> f64 {
+    estimate as f64 / window.max(1) as f64
+}
+
+/// Whether a request can be sent once the triggers have had their chance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fit {
+    /// Below the threshold, with room for the answer.
+    Fits,
+    /// With room for the answer, but still at or above the threshold: go on, with a warning.
+    OverThreshold,
+    /// No room for the answer: the turn stops with `StillOverflowing`.
+    Overflows,
+}
+
+/// How a request of `estimate` tokens fits (see [`Fit`]).
+pub fn fit(estimate: u64, reserve: u64, window: u64, options: &Options) -> Fit {
+    if estimate + reserve > window {
+        Fit::Overflows
+    } else if !options.disable_auto_summarize && fraction(estimate, window) >= options.summarize_threshold {
+        Fit::OverThreshold
+    } else {
+        Fit::Fits
+    }
+}
+
+/// Whether the progress rule and the backstop allow a compaction now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permit {
+    /// Compact.
+    Allowed,
+    /// No model response arrived since the last compaction: compacting again cannot fold more.
+    NoResponseSince,
+    /// The turn already ran `summarize_max_per_turn` compactions.
+    Backstop(u32),
+}
+
+/// The progress rule: a turn that already ran `compactions` automatic compactions, with
+/// `responses_since` model responses since the session's last compaction, may compact again only
+/// when a response arrived since (so compactions never outnumber responses and cannot loop) and
+/// the per-turn backstop `summarize_max_per_turn` is not reached. "Something left to fold" is the
+/// rule's other half: [`cut`] returns `None` when there is nothing.
+pub fn permit(compactions: u32, responses_since: u32, options: &Options) -> Permit {
+    if compactions >= options.summarize_max_per_turn {
+        Permit::Backstop(options.summarize_max_per_turn)
+    } else if responses_since == 0 {
+        Permit::NoResponseSince
+    } else {
+        Permit::Allowed
+    }
+}
+
+/// Where a compaction cuts a history: `fold` is summarized, what follows it stays verbatim after
+/// the summary, and `pinned` (inside `fold`) is the user message that opened the turn in
+/// progress, shown verbatim right after the summary too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    /// The messages the summary replaces (never the previous summary, which is in the prompt).
+    pub fold: Range<usize>,
+    /// The turn's user message, when the turn's own tool rounds are folded.
+    pub pinned: Option<usize>,
+}
+
+/// What a [`cut`] may keep verbatim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepBudget {
+    /// Tokens that may stay verbatim after the summary: the window less the fixed tokens, the
+    /// answer's reserve and the summary's own budget.
+    pub room: u64,
+    /// `summarize_keep_recent_tokens`.
+    pub keep_recent: u64,
+}
+
+/// Where to cut `history` (`counts[i]` is message `i`'s tokens as a model is shown it).
+///
+/// `turn` is the index of the user message that opened the turn in progress (`None` for a manual
+/// compaction, which may fold everything). Rules:
+/// - A leading summary is never folded (it is the previous summary, given to the summarizer).
+/// - The turn's user message always stays verbatim after the summary.
+/// - Inside a turn with tool rounds (an assistant message and the results of its calls), the
+///   longest suffix of whole rounds costing at most `max(keep_recent, the latest round)` stays,
+///   within `room`; the rounds before it are folded together with everything before the turn, and
+///   the turn's user message is then `pinned`. A round that does not fit `room` is folded too.
+/// - Otherwise (no round yet, or every round kept) the whole turn stays, and recent whole turns
+///   before it stay as far as `min(keep_recent, room)` allows.
+///
+/// A cut never falls between a tool call and its result. `None` when nothing would be folded.
+pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: KeepBudget) -> Option<Cut> {
+    let first = usize::from(history.first().is_some_and(|m| m.is_summary));
+    let end = history.len();
+    if end <= first {
+        return None;
+    }
+    let sum = |range: Range<usize>| counts[range].iter().sum::<u64>();
+    // Recent whole turns before `limit` that cost at most `keep` tokens and `room`.
+    let keep_turns_before = |limit: usize, room: u64, keep: u64| {
+        first
+            + phosphor_prune::keep_recent_split_by(&history[first..limit], keep.min(room), |i| {
+                counts[first + i]
+            })
+    };
+    let cut = match turn {
+        None => Cut { fold: first..keep_turns_before(end, budget.room, budget.keep_recent), pinned: None },
+        Some(user) => {
+            let user = user.clamp(first, end - 1);
+            let room = budget.room.saturating_sub(counts[user]);
+            let rounds: Vec<usize> =
+                (user + 1..end).filter(|&i| history[i].role == Role::Assistant).collect();
+            let kept_rounds = match rounds.last() {
+                None => user + 1,
+                Some(&latest) => {
+                    let allowed = room.min(budget.keep_recent.max(sum(latest..end)));
+                    let mut keep = end;
+                    for &start in rounds.iter().rev() {
+                        if sum(start..end) > allowed {
+                            break;
+                        }
+                        keep = start;
+                    }
+                    keep
+                }
+            };
+            if kept_rounds == user + 1 {
+                // The whole turn stays; what is left of both budgets may keep earlier turns.
+                let whole_turn = sum(user + 1..end);
+                let fold_end = keep_turns_before(
+                    user,
+                    room.saturating_sub(whole_turn),
+                    budget.keep_recent.saturating_sub(whole_turn),
+                );
+                Cut { fold: first..fold_end, pinned: None }
+            } else {
+                Cut { fold: first..kept_rounds, pinned: Some(user) }
+            }
+        }
+    };
+    (!cut.fold.is_empty()).then_some(cut)
+}
+
+/// The ladder of ever smaller summarizer inputs (spec "Overflow recovery", then further):
+/// 0 standard pruning; 1 aggressive pruning; 2 every tool output omitted; 3.. the oldest turns
+/// dropped one at a time (never the previous summary, which is in the prompt, nor the latest turn).
+pub struct Ladder<'a> {
+    fold: &'a [Message],
+    options: &'a Options,
+    counter: &'a dyn TokenCounter,
+    level: u32,
+    /// The smallest input tried so far, in tokens (a rung no smaller is skipped).
+    pub smallest_tokens: u64,
+}
+
+impl<'a> Ladder<'a> {
+    /// The ladder over the messages a compaction folds.
+    pub fn new(fold: &'a [Message], options: &'a Options, counter: &'a dyn TokenCounter) -> Ladder<'a> {
+        Ladder { fold, options, counter, level: 0, smallest_tokens: u64::MAX }
+    }
+
+    /// The next rung's level and input; `None` when nothing is left to shed.
+    pub fn next_input(&mut self) -> Option<(u32, Vec<Cow<'a, Message>>)> {
+        let level = self.level;
+        self.level += 1;
+        let chars = if level == 0 {
+            self.options.summarize_tool_output_chars
+        } else {
+            self.options.summarize_tool_output_aggressive_chars
+        };
+        let mut input = phosphor_prune::prune(self.fold, chars, self.counter).messages;
+        if level >= 2 {
+            phosphor_prune::omit_oldest_tool_outputs(&mut input, usize::MAX);
+        }
+        if level >= 3 {
+            let turns = (level - 2) as usize;
+            let dropped = phosphor_prune::drop_oldest_turns(&mut input, turns);
+            let available = phosphor_prune::turn_starts(self.fold).len().saturating_sub(1);
+            if dropped == 0 || turns > available {
+                return None;
+            }
+        }
+        Some((level, input))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use phosphor_core::{Part, ToolCall, ToolResult};
+    use pretty_assertions::assert_eq;
+
+    fn options(threshold: f64, disabled: bool) -> Options {
+        Options { summarize_threshold: threshold, disable_auto_summarize: disabled, ..Options::default() }
+    }
+
+    #[test]
+    fn the_triggers_and_the_fit_follow_the_table() {
+        use CompactionReason::{OutputReserve, Overflow, Threshold};
+        // (estimate, reserve, window, threshold, auto summarize disabled) -> trigger, fit
+        let cases = [
+            (0, 0, 1_000, 0.8, false, None, Fit::Fits),
+            (799, 100, 1_000, 0.8, false, None, Fit::Fits),
+            (800, 100, 1_000, 0.8, false, Some(Threshold), Fit::OverThreshold),
+            (800, 100, 1_000, 0.8, true, None, Fit::Fits),
+            (900, 100, 1_000, 0.8, false, Some(Threshold), Fit::OverThreshold),
+            (901, 100, 1_000, 0.8, false, Some(OutputReserve), Fit::Overflows),
+            (901, 100, 1_000, 0.8, true, Some(OutputReserve), Fit::Overflows),
+            (1_000, 0, 1_000, 1.0, false, Some(Threshold), Fit::OverThreshold),
+            (1_001, 0, 1_000, 1.0, true, Some(Overflow), Fit::Overflows),
+            (5, 0, 0, 0.8, false, Some(Overflow), Fit::Overflows),
+        ];
+        for (estimate, reserve, window, threshold, disabled, expected, fits) in cases {
+            let options = options(threshold, disabled);
+            let case = (estimate, reserve, window, threshold, disabled);
+            assert_eq!(trigger(estimate, reserve, window, &options), expected, "{case:?}");
+            assert_eq!(fit(estimate, reserve, window, &options), fits, "{case:?}");
+        }
+    }
+
+    #[test]
+    fn the_reserve_is_the_max_output_capped_at_a_quarter_of_the_window() {
+        let info = |window, max_output_tokens| ModelInfo {
+            provider: "p".into(),
+            model: "m".into(),
+            context_window: window,
+            max_output_tokens,
+        };
+        assert_eq!(reserve(&info(128_000, 4_096)), 4_096);
+        assert_eq!(reserve(&info(64_000, 32_000)), 16_000);
+        assert_eq!(reserve(&info(3, 100)), 0);
+    }
+
+    #[test]
+    fn fixed_tokens_count_the_system_prompt_as_sent_and_every_tool() {
+        let counter = phosphor_core::ApproxCounter;
+        let tool = ToolSpec {
+            name: "read_file".into(),
+            description: "Reads a file".into(),
+            parameters: serde_json::json!({ "type": "object" }),
+        };
+        assert_eq!(fixed_tokens("", &[], &counter), REQUEST_OVERHEAD_TOKENS);
+        assert_eq!(
+            fixed_tokens("Be brief.", std::slice::from_ref(&tool), &counter),
+            REQUEST_OVERHEAD_TOKENS
+                + counter.count_message(&Message::system("Be brief."))
+                + counter.count_tool(&tool)
+        );
+    }
+
+    #[test]
+    fn the_progress_rule_needs_a_response_and_stops_at_the_backstop() {
+        let options = Options { summarize_max_per_turn: 3, ..Options::default() };
+        // (compactions this turn, responses since the last one) -> permit
+        let cases = [
+            (0, 0, Permit::NoResponseSince),
+            (0, 1, Permit::Allowed),
+            (2, 5, Permit::Allowed),
+            (2, 0, Permit::NoResponseSince),
+            (3, 1, Permit::Backstop(3)),
+            (9, 0, Permit::Backstop(3)),
+        ];
+        for (compactions, responses, expected) in cases {
+            assert_eq!(permit(compactions, responses, &options), expected, "{compactions} {responses}");
+        }
+    }
+
+    /// A history from `SUM:5 U:10 A(c1):5 T(c1):100 ...`: kind, optional call id, shown tokens.
+    fn history(spec: &str) -> (Vec<Message>, Vec<u64>) {
+        spec.split_whitespace()
+            .enumerate()
+            .map(|(i, token)| {
+                let (kind, tokens) = token.split_once(':').expect("kind:tokens");
+                let (kind, id) = match kind.split_once('(') {
+                    Some((kind, id)) => (kind, Some(id.trim_end_matches(')'))),
+                    None => (kind, None),
+                };
+                let message = match (kind, id) {
+                    ("SUM", None) => Message { is_summary: true, ..Message::assistant("summary") },
+                    ("U", None) => Message::user(format!("prompt {i}")),
+                    ("A", None) => Message::assistant("answer"),
+                    ("A", Some(id)) => Message::new(
+                        Role::Assistant,
+                        vec![Part::ToolCall(ToolCall {
+                            id: id.into(),
+                            name: "t".into(),
+                            arguments: "{}".into(),
+                        })],
+                    ),
+                    ("T", Some(id)) => Message::new(
+                        Role::Tool,
+                        vec![Part::ToolResult(ToolResult {
+                            call_id: id.into(),
+                            name: "t".into(),
+                            content: "out".into(),
+                            is_error: false,
+                        })],
+                    ),
+                    other => panic!("unknown token {other:?}"),
+                };
+                (message.with_id(format!("m{i}")), tokens.parse::<u64>().expect("tokens"))
+            })
+            .unzip()
+    }
+
+    fn check_cut(
+        spec: &str,
+        turn: Option<usize>,
+        room: u64,
+        keep_recent: u64,
+        expected: Option<(Range<usize>, Option<usize>)>,
+    ) {
+        let (messages, counts) = history(spec);
+        let got = cut(&messages, &counts, turn, KeepBudget { room, keep_recent });
+        let expected = expected.map(|(fold, pinned)| Cut { fold, pinned });
+        assert_eq!(got, expected, "{spec} turn {turn:?} room {room} keep {keep_recent}");
+    }
+
+    #[test]
+    fn cuts_fold_the_turn_s_own_rounds_and_pin_its_request() {
+        let long_turn = "U:10 A:5 U:10 A(c1):5 T(c1):100 A(c2):5 T(c2):100 A(c3):5 T(c3):100";
+        // Inside a turn: the latest round stays, earlier rounds and turns fold, the request is pinned.
+        check_cut(long_turn, Some(2), 10_000, 0, Some((0..7, Some(2))));
+        // keep_recent buys more whole rounds (each 105 here).
+        check_cut(long_turn, Some(2), 10_000, 210, Some((0..5, Some(2))));
+        // Every round affordable: the whole turn stays, only the earlier turn folds, nothing pinned.
+        check_cut(long_turn, Some(2), 10_000, 320, Some((0..2, None)));
+        // ... and what is left of keep_recent may keep the earlier turn too: nothing to fold.
+        check_cut(long_turn, Some(2), 10_000, 1_000, None);
+        // A latest round larger than the room folds too.
+        check_cut(long_turn, Some(2), 100, 0, Some((0..9, Some(2))));
+        // After a summary: the summary is never folded, the pinned request may be folded again.
+        let after = "SUM:50 U:10 A(c4):5 T(c4):100 A(c5):5 T(c5):100";
+        check_cut(after, Some(1), 10_000, 0, Some((1..4, Some(1))));
+        // Nothing left to fold: the summary, the request and its one round.
+        check_cut("SUM:50 U:10 A(c4):5 T(c4):100", Some(1), 10_000, 0, None);
+        check_cut("SUM:50 U:10", Some(1), 10_000, 0, None);
+    }
+
+    #[test]
+    fn cuts_at_a_turn_start_or_by_hand_keep_whole_turns() {
+        let turns = "U:100 A:100 U:100 A(c1):50 T(c1):50 A:100 U:10";
+        // At a turn start the new request stays; keep_recent keeps recent whole turns within the room.
+        check_cut(turns, Some(6), 10_000, 0, Some((0..6, None)));
+        check_cut(turns, Some(6), 10_000, 300, Some((0..2, None)));
+        check_cut(turns, Some(6), 250, 300, Some((0..6, None)));
+        // By hand (no turn): everything may fold.
+        check_cut(turns, None, 10_000, 0, Some((0..7, None)));
+        check_cut(turns, None, 10_000, 10, Some((0..6, None)));
+        check_cut("SUM:5", None, 10_000, 0, None);
+        check_cut("", None, 10_000, 0, None);
+    }
+}

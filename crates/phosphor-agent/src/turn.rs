@@ -1,0 +1,363 @@
+//! One turn: store the prompt, run the triggers before every request, call the model, run its
+//! tools, and compact inside the turn as often as the policy allows.
+
+use std::borrow::Cow;
+
+use futures::StreamExt;
+use phosphor_core::{
+    ChatModel, ChatRequest, Completion, Message, MessageStatus, Part, Role, StreamEvent, Usage,
+};
+
+use crate::agent::{Cache, SessionAgent, new_id, now_ms};
+use crate::compaction::CompactionReport;
+use crate::error::{AgentError, Result};
+use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
+use crate::policy::{self, Fit, Permit};
+use crate::shown::summary_as_context;
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// The user message the turn stored.
+    pub user_message_id: String,
+    /// The final assistant message.
+    pub final_message: Message,
+    /// Model calls made (tool rounds, plus a retry after a rejected request).
+    pub model_calls: u32,
+    /// The automatic compactions the turn ran, in order: at most `summarize_max_per_turn`, and
+    /// never more than one per model response (plus one before the first request).
+    pub compactions: Vec<CompactionReport>,
+}
+
+/// What a turn has done about compaction so far.
+struct TurnState {
+    user_id: String,
+    compactions: Vec<CompactionReport>,
+    /// The last time the triggers fired, what came of it (for warnings and errors).
+    last: Attempt,
+    /// The still-over-threshold warning is given once per turn.
+    warned: bool,
+}
+
+/// What came of a trigger inside a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// The triggers have not fired in this turn.
+    None,
+    /// A compaction ran.
+    Compacted,
+    /// The policy found nothing left to fold.
+    NothingToFold,
+    /// The progress rule or the backstop refused.
+    Refused(Permit),
+}
+
+impl TurnState {
+    /// What was tried, for a warning or a `StillOverflowing` error.
+    fn tried(&self) -> String {
+        let count = self.compactions.len();
+        let ran = match count {
+            0 => "no compaction ran in this turn".to_owned(),
+            1 => "1 compaction ran in this turn".to_owned(),
+            n => format!("{n} compactions ran in this turn"),
+        };
+        match self.last {
+            Attempt::None | Attempt::Compacted => ran,
+            Attempt::NothingToFold => format!(
+                "{ran}, and nothing is left to fold (only the turn's request and its latest tool round remain)"
+            ),
+            Attempt::Refused(Permit::NoResponseSince) => {
+                format!(
+                    "{ran}, and the model has not answered since the last compaction, so another cannot fold more"
+                )
+            }
+            Attempt::Refused(Permit::Backstop(limit)) => {
+                format!("{ran}, the limit of options.summarize_max_per_turn ({limit})")
+            }
+            Attempt::Refused(Permit::Allowed) => ran,
+        }
+    }
+}
+
+impl SessionAgent {
+    pub(crate) async fn turn(
+        &self,
+        cache: &mut Cache,
+        prompt: String,
+        events: Option<&EventSender>,
+    ) -> Result<TurnOutcome> {
+        let large = self.models.large.clone();
+        let info = large.info().clone();
+        let window = info.context_window;
+        let reserve = policy::reserve(&info);
+
+        // A message that cannot fit even alone: no compaction can help. It is stored (never lost)
+        // but marked failed, so it never becomes history and cannot wedge the session.
+        let mut user = self.new_message(&cache.session.id, Role::User, vec![Part::Text { text: prompt }]);
+        let user_tokens = self.counter.count_message(&user);
+        let overhead = self.fixed_tokens() + reserve;
+        if user_tokens + overhead > window {
+            user.status = MessageStatus::Failed;
+            self.store.append_message(&user).await?;
+            return Err(AgentError::MessageTooLarge {
+                tokens: user_tokens,
+                overhead,
+                window,
+                model: info.model,
+            });
+        }
+
+        // Store the user message first: it is never lost, whatever happens next.
+        self.store.append_message(&user).await?;
+        let user_id = user.id.clone();
+        if cache.session.title.is_empty() {
+            cache.session.title = title_from(&user.text_content());
+        }
+        cache.push(self.counter.as_ref(), user);
+        emit(
+            events,
+            AgentEvent::TurnStarted { session_id: cache.session.id.clone(), message_id: user_id.clone() },
+        );
+
+        let mut turn = TurnState {
+            user_id: user_id.clone(),
+            compactions: Vec::new(),
+            last: Attempt::None,
+            warned: false,
+        };
+        let mut model_calls = 0u32;
+        loop {
+            if model_calls >= self.settings.max_tool_rounds {
+                emit(
+                    events,
+                    AgentEvent::Warning {
+                        message: format!(
+                            "stopped after {} model calls in one turn; send another message to continue",
+                            self.settings.max_tool_rounds
+                        ),
+                    },
+                );
+                break;
+            }
+            // Before every request of the turn: the post-user-message overflow check and the
+            // pre-request threshold check (spec order), then whether the request can go.
+            let estimate = self.estimate(cache);
+            if let Some(reason) = policy::trigger(estimate, reserve, window, &self.options) {
+                self.compact_in_turn(cache, &mut turn, reason, events).await?;
+                self.check_fit(cache, &mut turn, reserve, window, events)?;
+            }
+
+            let request = self.build_request(cache);
+            let estimated_request = self.counter.count_request(&request);
+            model_calls += 1;
+            let completion = match self.call_model(large.as_ref(), request, events).await {
+                Ok(completion) => completion,
+                Err(err) if err.is_context_overflow() => {
+                    // The model counts more than we estimated: compact (when the policy allows) and retry.
+                    emit(events, AgentEvent::Warning { message: format!("{err}; compacting and retrying") });
+                    if self.compact_in_turn(cache, &mut turn, CompactionReason::Rejected, events).await? {
+                        continue;
+                    }
+                    return Err(AgentError::StillOverflowing {
+                        tokens: self.estimate(cache),
+                        reserve,
+                        window,
+                        model: info.model.clone(),
+                        tried: format!("the model rejected the request as too long; {}", turn.tried()),
+                    });
+                }
+                Err(err) => return Err(err.into()),
+            };
+
+            let usage = completion.usage;
+            let calls = completion.tool_calls.clone();
+            let mut assistant = completion.into_message(Some(info.model.clone()));
+            assistant.id = new_id();
+            assistant.session_id = cache.session.id.clone();
+            assistant.created_at = now_ms();
+            assistant.updated_at = assistant.created_at;
+            self.store.append_message(&assistant).await?;
+            cache.push(self.counter.as_ref(), assistant.clone());
+            cache.responses_since_compaction += 1;
+
+            // Token fields after a normal call: from the provider's usage.
+            let session = &mut cache.session;
+            if let Some(usage) = usage {
+                session.prompt_tokens = usage.input_tokens;
+                session.completion_tokens = usage.output_tokens;
+                session.current_tokens = usage.input_tokens + usage.output_tokens;
+                cache.calibration = Some((usage.input_tokens, estimated_request));
+            } else {
+                session.current_tokens = self.fixed_tokens() + cache.ledger.total();
+            }
+            cache.session.updated_at = now_ms();
+            self.store.update_session(&cache.session).await?;
+
+            if calls.is_empty() {
+                emit(events, AgentEvent::TurnFinished { message_id: assistant.id.clone(), model_calls });
+                return Ok(TurnOutcome {
+                    user_message_id: user_id,
+                    final_message: assistant,
+                    model_calls,
+                    compactions: turn.compactions,
+                });
+            }
+            for call in &calls {
+                let result = self.tools.run(call).await;
+                emit(events, AgentEvent::ToolResult(result.clone()));
+                let message = self.new_message(&cache.session.id, Role::Tool, vec![Part::ToolResult(result)]);
+                self.store.append_message(&message).await?;
+                cache.push(self.counter.as_ref(), message);
+            }
+        }
+        let last = cache.history.last().cloned().unwrap_or_else(|| Message::assistant(""));
+        emit(events, AgentEvent::TurnFinished { message_id: last.id.clone(), model_calls });
+        Ok(TurnOutcome {
+            user_message_id: user_id,
+            final_message: last,
+            model_calls,
+            compactions: turn.compactions,
+        })
+    }
+
+    /// A compaction inside the turn, when the progress rule and the backstop allow one. It may fold
+    /// the turn's own earlier tool rounds; the turn's user message stays verbatim after the summary.
+    /// Returns whether it compacted.
+    async fn compact_in_turn(
+        &self,
+        cache: &mut Cache,
+        turn: &mut TurnState,
+        reason: CompactionReason,
+        events: Option<&EventSender>,
+    ) -> Result<bool> {
+        let done = u32::try_from(turn.compactions.len()).unwrap_or(u32::MAX);
+        let permit = policy::permit(done, cache.responses_since_compaction, &self.options);
+        if permit != Permit::Allowed {
+            turn.last = Attempt::Refused(permit);
+            return Ok(false);
+        }
+        let user = cache.history.iter().rposition(|m| m.id == turn.user_id);
+        match self.summarize(cache, reason, None, Some(user.unwrap_or(cache.history.len())), events).await {
+            Ok(report) => {
+                turn.compactions.push(report);
+                turn.last = Attempt::Compacted;
+                Ok(true)
+            }
+            Err(AgentError::NothingToCompact) => {
+                turn.last = Attempt::NothingToFold;
+                Ok(false)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// After the triggers fired: go on (warning once) if the request fits with room for the answer,
+    /// stop with `StillOverflowing` otherwise.
+    fn check_fit(
+        &self,
+        cache: &Cache,
+        turn: &mut TurnState,
+        reserve: u64,
+        window: u64,
+        events: Option<&EventSender>,
+    ) -> Result<()> {
+        let estimate = self.estimate(cache);
+        match policy::fit(estimate, reserve, window, &self.options) {
+            Fit::Fits => Ok(()),
+            Fit::OverThreshold => {
+                if !turn.warned {
+                    turn.warned = true;
+                    let percent = policy::fraction(estimate, window) * 100.0;
+                    emit(
+                        events,
+                        AgentEvent::Warning {
+                            message: format!(
+                                "the session is still at {percent:.0}% of the window ({estimate} of {window} tokens): \
+                                 {}; continuing",
+                                turn.tried()
+                            ),
+                        },
+                    );
+                }
+                Ok(())
+            }
+            Fit::Overflows => Err(AgentError::StillOverflowing {
+                tokens: estimate,
+                reserve,
+                window,
+                model: self.models.large.info().model.clone(),
+                tried: turn.tried(),
+            }),
+        }
+    }
+
+    /// The request for the large model: system prompt, history since the summary (tool pairing
+    /// repaired), tools.
+    fn build_request(&self, cache: &Cache) -> ChatRequest {
+        let mut messages: Vec<Cow<'_, Message>> = Vec::with_capacity(cache.history.len() + 1);
+        if !self.system_prompt.is_empty() {
+            messages.push(Cow::Owned(Message::system(&self.system_prompt)));
+        }
+        messages.extend(cache.history.iter().map(summary_as_context));
+        let messages =
+            phosphor_prune::repair_tool_pairing(messages).into_iter().map(Cow::into_owned).collect();
+        ChatRequest {
+            messages,
+            tools: self.tools.specs(),
+            // Never ask for more than fits: the reserve check may have used a capped reserve.
+            max_output_tokens: Some(
+                self.models
+                    .large
+                    .info()
+                    .max_output_tokens
+                    .min(self.models.large.info().context_window.saturating_sub(self.estimate(cache)).max(1)),
+            ),
+            temperature: None,
+            conversation_id: Some(cache.session.id.clone()),
+        }
+    }
+
+    /// Streams one model call, forwarding deltas. The backend records the call's `chat {model}`
+    /// client span (gen_ai attributes and usage); the agent's turn and compaction spans enclose it.
+    async fn call_model(
+        &self,
+        model: &dyn ChatModel,
+        request: ChatRequest,
+        events: Option<&EventSender>,
+    ) -> phosphor_core::Result<Completion> {
+        let info = model.info();
+        let input_estimate = self.counter.count_request(&request);
+        let mut stream = model.stream(request);
+        let mut completion = Completion::default();
+        while let Some(event) = stream.next().await {
+            let event = event?;
+            match &event {
+                StreamEvent::TextDelta { text } => emit(events, AgentEvent::TextDelta { text: text.clone() }),
+                StreamEvent::ReasoningDelta { text } => {
+                    emit(events, AgentEvent::ReasoningDelta { text: text.clone() })
+                }
+                StreamEvent::ToolCall(call) => emit(events, AgentEvent::ToolCall(call.clone())),
+                StreamEvent::Usage(_) | StreamEvent::Finish { .. } => {}
+            }
+            completion.apply(event);
+        }
+        let usage = completion.usage.unwrap_or_else(|| Usage {
+            input_tokens: input_estimate,
+            output_tokens: self.counter.count_text(&completion.text)
+                + self.counter.count_text(&completion.reasoning),
+            ..Usage::default()
+        });
+        completion.usage = Some(usage);
+        emit(events, AgentEvent::Usage { model: info.model.clone(), usage });
+        Ok(completion)
+    }
+}
+
+/// A session title from its first prompt: the first line, at most 60 characters.
+fn title_from(prompt: &str) -> String {
+    let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    match line.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
