@@ -158,9 +158,10 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
                 None => user + 1,
                 Some(&latest) => {
                     let allowed = room.min(budget.keep_recent.max(sum(latest..end)));
-                    let mut keep = end;
+                    let (mut keep, mut tokens) = (end, 0);
                     for &start in rounds.iter().rev() {
-                        if sum(start..end) > allowed {
+                        tokens += sum(start..keep);
+                        if tokens > allowed {
                             break;
                         }
                         keep = start;

@@ -4,12 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use phosphor_agent::{AgentError, Models, SessionAgent, Tool, ToolOutput, TurnOutcome};
 use phosphor_core::config::{Options, SummarizeModel};
-use phosphor_core::{ApproxCounter, ChatRequest, ModelInfo, Role, TokenCounter, ToolSpec};
+use phosphor_core::{
+    ApproxCounter, ChatModel, ChatRequest, ChatStream, ModelInfo, Role, TokenCounter, ToolSpec,
+};
 use phosphor_store::{SessionStore, SqliteStore};
 use phosphor_testkit::{ScriptedModel, text_turn, tool_calls_turn};
 use proptest::prelude::*;
@@ -20,11 +24,7 @@ struct SizedRead;
 #[async_trait]
 impl Tool for SizedRead {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "read_file".into(),
-            description: "Read a file".into(),
-            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }
+        common::ReadFile { line: "", times: 0 }.spec()
     }
 
     async fn call(&self, arguments: serde_json::Value) -> ToolOutput {
@@ -134,6 +134,52 @@ async fn the_backstop_stops_a_turn_that_would_need_more_compactions() {
     assert!(message.contains("options.summarize_max_per_turn (1)"), "{message}");
     assert!(message.contains("8000-token window of large"), "{message}");
     check_requests(&run.requests, prompt, 8_000);
+}
+
+/// One token per byte: a counter no backend has, so its effect on the estimate is unmistakable.
+struct PerByte;
+
+impl TokenCounter for PerByte {
+    fn name(&self) -> &str {
+        "per-byte"
+    }
+
+    fn count_text(&self, text: &str) -> u64 {
+        text.len() as u64
+    }
+}
+
+/// A scripted model that counts its tokens with [`PerByte`].
+struct PerByteModel(ScriptedModel);
+
+impl ChatModel for PerByteModel {
+    fn info(&self) -> &ModelInfo {
+        self.0.info()
+    }
+
+    fn stream(&self, request: ChatRequest) -> ChatStream {
+        self.0.stream(request)
+    }
+
+    fn counter(&self) -> Arc<dyn TokenCounter> {
+        Arc::new(PerByte)
+    }
+}
+
+#[tokio::test]
+async fn the_session_model_s_own_counter_makes_the_estimate() {
+    let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+    let model = Arc::new(PerByteModel(ScriptedModel::new(vec![text_turn("ok", None)])));
+    let agent = SessionAgent::new(store, Models::new(model), Options::default());
+    let session = agent.create_session("").await.unwrap().id;
+    let prompt = "x".repeat(4_000);
+    agent.run_turn(&session, prompt.clone(), None).await.unwrap();
+    let status = agent.token_status(&session).await.unwrap();
+    // 4,000 bytes are 4,000 tokens by this counter (1,000 by the approximation); "ok" is 2; each
+    // message adds 4 tokens of framing and the request 3.
+    let per_byte = PerByte.count_message(&phosphor_core::Message::user(prompt)) + 2 + 4 + 3;
+    assert_eq!(status.estimated_tokens, per_byte);
+    assert_eq!(per_byte, 4_013);
 }
 
 proptest! {

@@ -158,8 +158,8 @@ async fn import(store: &SqliteStore, session: &Session, messages: &[Message]) ->
     Ok(())
 }
 
-/// The `--dry-run` report: tokens as read and after each pruning, and whether compaction would
-/// trigger. The request is estimated as the agent frames it (the leading system messages as one
+/// The `--dry-run` report: tokens as read and after each pruning (tool outputs and long values in
+/// tool-call arguments), and whether compaction would trigger. The request is estimated as the agent frames it (the leading system messages as one
 /// system prompt, the transcript's tool schemas, the request framing) and the decision is the
 /// agent's own ([`policy::trigger`] with [`policy::reserve`]), so a dry run and a real turn agree.
 pub fn dry_run(
@@ -207,7 +207,7 @@ pub fn dry_run(
         (
             format!("standard pruning ({} chars per tool output)", options.summarize_tool_output_chars),
             standard.tokens_after + fixed,
-            Some(standard.truncated_results),
+            Some((standard.truncated_results, standard.truncated_arguments)),
         ),
         (
             format!(
@@ -215,19 +215,24 @@ pub fn dry_run(
                 options.summarize_tool_output_aggressive_chars
             ),
             aggressive.tokens_after + fixed,
-            Some(aggressive.truncated_results),
+            Some((aggressive.truncated_results, aggressive.truncated_arguments)),
         ),
     ];
     let label_width = rows.iter().map(|(label, _, _)| label.chars().count()).max().unwrap_or(0);
     let number_width = thousands(before).len();
     for (label, tokens, cut) in rows {
         out.push_str(&format!("  {label:<label_width$}  {:>number_width$}", thousands(tokens)));
-        if let Some(cut) = cut {
+        if let Some((outputs, arguments)) = cut {
+            let plural = |n: usize| if n == 1 { "" } else { "s" };
             out.push_str(&format!(
-                "  (-{}; {cut} tool output{} cut)",
+                "  (-{}; {outputs} tool output{} cut",
                 thousands(before - tokens),
-                if cut == 1 { "" } else { "s" }
+                plural(outputs)
             ));
+            if arguments > 0 {
+                out.push_str(&format!(", {arguments} argument value{} cut", plural(arguments)));
+            }
+            out.push(')');
         }
         out.push('\n');
     }

@@ -100,6 +100,29 @@ async fn llamacpp_stops_between_tokens_when_the_stream_is_dropped() {
     dropping_the_stream_cancels_the_answer(Engine::Llamacpp).await;
 }
 
+/// Each engine counts tokens with the model's own vocabulary: llama.cpp's tokenizer, and for
+/// mistral.rs the GGUF vocabulary rebuilt as a Hugging Face tokenizer. Two independent
+/// implementations of the same vocabulary must agree, and neither is the bytes/4 approximation.
+#[tokio::test]
+async fn both_engines_count_with_the_model_s_own_vocabulary() {
+    let Some(path) = test_model() else { return };
+    let llama = smollm2(&path, Engine::Llamacpp).await.counter();
+    let mistral = smollm2(&path, Engine::Mistralrs).await.counter();
+    assert_eq!(llama.name(), "llama.cpp:SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(mistral.name().starts_with("hf:"), "{}", mistral.name());
+    let conversation = conversation();
+    let texts = conversation.iter().map(Message::text_content).chain([
+        "fn main() { println!(\"naïve café, 日本語 👍\"); }\n\tlet x = 42;".to_owned(),
+        "<|im_start|>user\nHi<|im_end|>".to_owned(),
+        String::new(),
+    ]);
+    for text in texts {
+        assert_eq!(llama.count_text(&text), mistral.count_text(&text), "{text:?}");
+    }
+    // "hello world" is two tokens of SmolLM2's vocabulary; the approximation would say three.
+    assert_eq!(llama.count_text("hello world"), 2);
+}
+
 /// A short agent session to summarize.
 fn conversation() -> Vec<Message> {
     vec![

@@ -10,7 +10,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use phosphor_core::message::Message;
 use phosphor_core::tokens::{ApproxCounter, TokenCounter};
 use phosphor_prune::synthetic::{transcript, transcript_bytes};
-use phosphor_prune::{check_tool_pairing, keep_recent_split, prune, repair_tool_pairing};
+use phosphor_prune::{check_tool_pairing, keep_recent_split, prune, prune_arguments, repair_tool_pairing};
 
 const TRANSCRIPT_BYTES: usize = 10_000_000;
 
@@ -18,7 +18,15 @@ fn benches(c: &mut Criterion) {
     let messages = transcript(TRANSCRIPT_BYTES, 42);
     let bytes = transcript_bytes(&messages) as u64;
     let results = messages.iter().flat_map(Message::tool_results).count();
-    eprintln!("synthetic transcript: {} messages, {results} tool results, {bytes} bytes", messages.len());
+    let calls: Vec<&str> =
+        messages.iter().flat_map(Message::tool_calls).map(|c| c.arguments.as_str()).collect();
+    let argument_bytes: usize = calls.iter().map(|a| a.len()).sum();
+    eprintln!(
+        "synthetic transcript: {} messages, {results} tool results, {} tool calls, {bytes} bytes ({argument_bytes} in \
+         call arguments)",
+        messages.len(),
+        calls.len()
+    );
 
     let mut group = c.benchmark_group("transcript_10mb");
     group.throughput(Throughput::Bytes(bytes));
@@ -30,6 +38,10 @@ fn benches(c: &mut Criterion) {
             b.iter(|| prune(black_box(&messages), limit, &ApproxCounter).tokens_after)
         });
     }
+    // The share of `prune_200` spent on tool-call arguments (parsing and cutting the JSON).
+    group.bench_function("prune_arguments_200", |b| {
+        b.iter(|| black_box(&calls).iter().filter_map(|a| prune_arguments(a, 200)).count())
+    });
     group.bench_function("check_pairing", |b| b.iter(|| check_tool_pairing(black_box(&messages))));
     group.bench_function("repair_pairing_valid", |b| {
         b.iter(|| repair_tool_pairing(black_box(&messages).iter().map(Cow::Borrowed).collect()).len())

@@ -1,5 +1,6 @@
-//! Pure transformations of a message history before it is sent to a model: tool-output pruning,
-//! tool-call pairing repair, turn boundaries and the overflow ladder's last rungs.
+//! Pure transformations of a message history before it is sent to a model: pruning of tool
+//! outputs and tool-call arguments, tool-call pairing repair, turn boundaries and the overflow
+//! ladder's last rungs.
 //!
 //! Nothing here does I/O or copies a message it leaves alone: the functions take and return
 //! [`Cow`]s, so an unchanged message is the caller's own `&Message`.
@@ -30,9 +31,10 @@
 
 use std::borrow::Cow;
 
-use phosphor_core::message::{Message, Part, ToolResult};
+use phosphor_core::message::{Message, Part, ToolCall, ToolResult};
 use phosphor_core::tokens::TokenCounter;
 
+mod arguments;
 mod ladder;
 mod pairing;
 #[doc(hidden)]
@@ -41,6 +43,7 @@ pub mod synthetic;
 mod test_dsl;
 mod turns;
 
+pub use arguments::{IDENTIFYING_KEYS, IDENTIFYING_MAX_CHARS, is_identifying_key, prune_arguments};
 pub use ladder::{OMITTED_OUTPUT, drop_oldest_turns, omit_oldest_tool_outputs};
 pub use pairing::{INTERRUPTED_RESULT, PairingViolation, check_tool_pairing, repair_tool_pairing};
 pub use turns::{keep_recent_split, keep_recent_split_by, turn_starts};
@@ -92,6 +95,8 @@ pub struct Pruned<'a> {
     pub messages: Vec<Cow<'a, Message>>,
     /// How many tool results were cut.
     pub truncated_results: usize,
+    /// How many string values inside tool-call arguments were cut (see [`prune_arguments`]).
+    pub truncated_arguments: usize,
     /// Tokens of the history before pruning.
     pub tokens_before: u64,
     /// Tokens of [`Pruned::messages`].
@@ -111,21 +116,22 @@ impl Pruned<'_> {
 }
 
 /// Cuts the content of every [`Part::ToolResult`] to `max_chars` characters with
-/// [`truncate_chars`]; every other part and every message without a cut is left alone and borrowed.
+/// [`truncate_chars`], and the long string values inside every [`Part::ToolCall`]'s arguments with
+/// [`prune_arguments`] (the call's id and name stay, so pairing is unchanged); every other part and
+/// every message without a cut is left alone and borrowed.
 ///
 /// Token counts come from `counter.count_message`: each message is counted once, and a cut
 /// message once more after the cut. Order, ids and tool-call pairing are unchanged.
 pub fn prune<'a>(messages: &'a [Message], max_chars: usize, counter: &dyn TokenCounter) -> Pruned<'a> {
     let mut out = Vec::with_capacity(messages.len());
-    let mut truncated_results = 0;
+    let mut cut = Cuts::default();
     let mut tokens_before = 0;
     let mut tokens_after = 0;
     for message in messages {
         let before = counter.count_message(message);
         tokens_before += before;
-        match prune_message(message, max_chars) {
-            Some((pruned, cuts)) => {
-                truncated_results += cuts;
+        match prune_message(message, max_chars, &mut cut) {
+            Some(pruned) => {
                 tokens_after += counter.count_message(&pruned);
                 out.push(Cow::Owned(pruned));
             }
@@ -135,33 +141,51 @@ pub fn prune<'a>(messages: &'a [Message], max_chars: usize, counter: &dyn TokenC
             }
         }
     }
-    Pruned { messages: out, truncated_results, tokens_before, tokens_after }
+    Pruned {
+        messages: out,
+        truncated_results: cut.results,
+        truncated_arguments: cut.arguments,
+        tokens_before,
+        tokens_after,
+    }
 }
 
-/// The message with its long tool results cut and how many were cut, or `None` when none is
-/// long. Builds the copy part by part so that a long output is never copied whole.
-fn prune_message(message: &Message, max_chars: usize) -> Option<(Message, usize)> {
-    let first = message.parts.iter().position(|part| match part {
-        Part::ToolResult(result) => cut_point(&result.content, max_chars).is_some(),
-        _ => false,
-    })?;
-    let mut cuts = 0;
-    let parts = message
+/// What [`prune`] cut so far.
+#[derive(Default)]
+struct Cuts {
+    results: usize,
+    arguments: usize,
+}
+
+/// The message with its long tool results and call arguments cut, or `None` when nothing in it
+/// is long. Builds the copy part by part so that a long output is never copied whole.
+fn prune_message(message: &Message, max_chars: usize, cuts: &mut Cuts) -> Option<Message> {
+    let mut changed = false;
+    let parts: Vec<Option<Part>> = message
         .parts
         .iter()
-        .enumerate()
-        .map(|(i, part)| match part {
-            Part::ToolResult(result) if i >= first => match truncate_chars(&result.content, max_chars) {
+        .map(|part| match part {
+            Part::ToolResult(result) => match truncate_chars(&result.content, max_chars) {
                 Cow::Owned(content) => {
-                    cuts += 1;
-                    Part::ToolResult(ToolResult { content, ..clone_result_meta(result) })
+                    cuts.results += 1;
+                    Some(Part::ToolResult(ToolResult { content, ..clone_result_meta(result) }))
                 }
-                Cow::Borrowed(_) => part.clone(),
+                Cow::Borrowed(_) => None,
             },
-            _ => part.clone(),
+            Part::ToolCall(call) => prune_arguments(&call.arguments, max_chars).map(|(arguments, cut)| {
+                cuts.arguments += cut;
+                Part::ToolCall(ToolCall { id: call.id.clone(), name: call.name.clone(), arguments })
+            }),
+            _ => None,
         })
+        .inspect(|part| changed |= part.is_some())
         .collect();
-    Some((with_parts(message, parts), cuts))
+    if !changed {
+        return None;
+    }
+    let parts =
+        parts.into_iter().zip(&message.parts).map(|(new, old)| new.unwrap_or_else(|| old.clone())).collect();
+    Some(with_parts(message, parts))
 }
 
 /// A copy of `result` with empty content (the caller supplies new content).

@@ -205,8 +205,27 @@ impl Writer {
             let mut calls = Vec::new();
             for _ in 0..self.rng.between(1, 3) {
                 self.calls += 1;
-                let name = self.rng.pick(&["read_file", "bash", "grep", "list_dir", "read_file", "bash"]);
+                let name = self.rng.pick(&[
+                    "read_file",
+                    "bash",
+                    "grep",
+                    "list_dir",
+                    "read_file",
+                    "bash",
+                    "write_file",
+                    "edit_file",
+                ]);
                 let arguments = match name {
+                    // Writes and edits carry file contents in their arguments, as in real sessions.
+                    "write_file" => {
+                        let (path, content) = (self.path(), self.output("read_file"));
+                        serde_json::json!({ "path": path, "content": content }).to_string()
+                    }
+                    "edit_file" => {
+                        let path = self.path();
+                        let (old, new) = (self.output("read_file"), self.output("read_file"));
+                        serde_json::json!({ "path": path, "old_string": old, "new_string": new }).to_string()
+                    }
                     "bash" => {
                         format!(r#"{{"command":"cargo test -p {} -- --nocapture"}}"#, self.rng.pick(IDENTS))
                     }
@@ -225,7 +244,12 @@ impl Writer {
             self.push(Message::new(Role::Assistant, parts));
             for call in calls {
                 let failed = self.rng.chance(5);
-                let content = self.output(&call.name);
+                let content = match call.name.as_str() {
+                    "write_file" | "edit_file" => {
+                        format!("updated {} ({} bytes)", call.name, call.arguments.len())
+                    }
+                    name => self.output(name),
+                };
                 self.push(Message::tool_result(call.id, call.name, content, failed));
             }
         }

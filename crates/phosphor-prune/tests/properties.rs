@@ -5,10 +5,12 @@ use std::borrow::Cow;
 use phosphor_core::message::{Message, Part, Role, ToolCall, ToolResult};
 use phosphor_core::tokens::{ApproxCounter, TokenCounter};
 use phosphor_prune::{
-    INTERRUPTED_RESULT, OMITTED_OUTPUT, TRUNCATION_MARKER, check_tool_pairing, drop_oldest_turns,
-    keep_recent_split, omit_oldest_tool_outputs, prune, repair_tool_pairing, truncate_chars, turn_starts,
+    IDENTIFYING_MAX_CHARS, INTERRUPTED_RESULT, OMITTED_OUTPUT, TRUNCATION_MARKER, check_tool_pairing,
+    drop_oldest_turns, is_identifying_key, keep_recent_split, omit_oldest_tool_outputs, prune,
+    prune_arguments, repair_tool_pairing, truncate_chars, turn_starts,
 };
 use proptest::prelude::*;
+use serde_json::Value;
 
 const MARKER_CHARS: usize = TRUNCATION_MARKER.len();
 
@@ -60,6 +62,57 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         5 => prop::collection::vec(result_part(), 0..3).prop_map(|parts| Message::new(Role::Tool, parts)),
     ]
+}
+
+/// Tool-call arguments: a JSON object of identifying and bulky keys (strings, nested lists of
+/// items, numbers), or text that is not JSON at all.
+fn arguments() -> impl Strategy<Value = String> {
+    let key =
+        prop::sample::select(vec!["path", "content", "command", "new_string", "old_string", "id", "pattern"]);
+    let leaf = prop_oneof![
+        4 => text().prop_map(Value::String),
+        1 => any::<i32>().prop_map(Value::from),
+    ];
+    let value =
+        leaf.prop_recursive(2, 16, 4, move |inner| prop::collection::vec(inner, 0..4).prop_map(Value::Array));
+    prop_oneof![
+        4 => prop::collection::vec((key, value), 0..5).prop_map(|pairs| {
+            Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()).to_string()
+        }),
+        1 => text(),
+    ]
+}
+
+/// Checks that `after` is `before` with some strings cut to `max` characters (`IDENTIFYING_MAX_CHARS`
+/// under an identifying key) plus the marker, and counts the cut strings.
+fn check_cut_value(
+    before: &Value,
+    after: &Value,
+    identifying: bool,
+    max: usize,
+) -> Result<usize, TestCaseError> {
+    match (before, after) {
+        (Value::String(old), Value::String(new)) if old == new => Ok(0),
+        (Value::String(old), Value::String(new)) => {
+            let limit = if identifying { max.max(IDENTIFYING_MAX_CHARS) } else { max };
+            let body = new.strip_suffix(TRUNCATION_MARKER).unwrap_or("missing marker");
+            prop_assert_eq!(body.chars().count(), limit);
+            prop_assert!(old.starts_with(body));
+            Ok(1)
+        }
+        (Value::Array(old), Value::Array(new)) => {
+            prop_assert_eq!(old.len(), new.len());
+            old.iter().zip(new).map(|(o, n)| check_cut_value(o, n, identifying, max)).sum()
+        }
+        (Value::Object(old), Value::Object(new)) => {
+            prop_assert_eq!(old.keys().collect::<Vec<_>>(), new.keys().collect::<Vec<_>>());
+            old.iter().map(|(k, o)| check_cut_value(o, &new[k], is_identifying_key(k), max)).sum()
+        }
+        (old, new) => {
+            prop_assert_eq!(old, new);
+            Ok(0)
+        }
+    }
 }
 
 /// A history with unique message ids; the pairing rule may or may not hold.
@@ -157,6 +210,57 @@ proptest! {
         let after = pruned.clone().into_owned();
         prop_assert_eq!(pruned.tokens_after, tokens(&after));
         prop_assert_eq!(check_tool_pairing(&after), check_tool_pairing(&messages));
+    }
+
+    #[test]
+    fn argument_pruning_keeps_json_valid_and_identifying_values_whole(args in arguments(), max in 0..300_usize) {
+        let Some((cut, cuts)) = prune_arguments(&args, max) else {
+            // Nothing cut: every string fits its limit.
+            if let Ok(value) = serde_json::from_str::<Value>(&args) {
+                prop_assert_eq!(check_cut_value(&value, &value, false, max)?, 0);
+            }
+            return Ok(());
+        };
+        prop_assert!(cuts > 0);
+        match serde_json::from_str::<Value>(&args) {
+            Ok(before) => {
+                let after: Value = serde_json::from_str(&cut).expect("pruned arguments stay valid JSON");
+                prop_assert_eq!(check_cut_value(&before, &after, false, max)?, cuts);
+            }
+            Err(_) => prop_assert_eq!(cut.clone(), truncate_chars(&args, max).into_owned()),
+        }
+        // Idempotent.
+        prop_assert_eq!(prune_arguments(&cut, max), None);
+    }
+
+    #[test]
+    fn pruning_arguments_keeps_call_ids_names_and_pairing(
+        messages in valid_history(),
+        args in prop::collection::vec(arguments(), 1..8),
+        max in 0..300_usize,
+    ) {
+        let mut args = args.into_iter().cycle();
+        let messages: Vec<Message> = messages
+            .into_iter()
+            .map(|mut m| {
+                for part in &mut m.parts {
+                    if let Part::ToolCall(call) = part {
+                        call.arguments = args.next().unwrap_or_default();
+                    }
+                }
+                m
+            })
+            .collect();
+        let pruned = prune(&messages, max, &ApproxCounter);
+        let after = pruned.clone().into_owned();
+        let calls = |ms: &[Message]| {
+            ms.iter().flat_map(|m| m.tool_calls().map(|c| (c.id.clone(), c.name.clone()))).collect::<Vec<_>>()
+        };
+        prop_assert_eq!(calls(&after), calls(&messages));
+        prop_assert_eq!(check_tool_pairing(&after), Ok(()));
+        prop_assert!(pruned.tokens_after <= pruned.tokens_before);
+        let twice = prune(&after, max, &ApproxCounter);
+        prop_assert_eq!((twice.truncated_results, twice.truncated_arguments), (0, 0));
     }
 
     #[test]
