@@ -28,6 +28,15 @@ fn benches(c: &mut Criterion) {
         calls.len()
     );
 
+    let pruned = prune(&messages, 200, &ApproxCounter);
+    let arguments_after: usize =
+        pruned.messages.iter().flat_map(|m| m.tool_calls()).map(|c| c.arguments.len()).sum();
+    eprintln!(
+        "prune_200: {} -> {} tokens ({} tool outputs and {} argument values cut; call arguments {argument_bytes} -> \
+         {arguments_after} bytes)",
+        pruned.tokens_before, pruned.tokens_after, pruned.truncated_results, pruned.truncated_arguments
+    );
+
     let mut group = c.benchmark_group("transcript_10mb");
     group.throughput(Throughput::Bytes(bytes));
     group.bench_function("count_approx", |b| {
