@@ -86,6 +86,8 @@ pub struct SessionAgent {
     pub(crate) counter: Arc<dyn TokenCounter>,
     pub(crate) settings: AgentSettings,
     slots: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    /// [`policy::fixed_tokens`] of the system prompt and tools, counted once (the builder resets it).
+    fixed: std::sync::OnceLock<u64>,
 }
 
 /// Per-session state. Its mutex is the session's FIFO queue: a prompt that arrives while a turn
@@ -132,18 +134,21 @@ impl SessionAgent {
             counter,
             settings: AgentSettings::default(),
             slots: std::sync::Mutex::new(HashMap::new()),
+            fixed: std::sync::OnceLock::new(),
         }
     }
 
     /// Sets the system prompt sent first in every request.
     pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> SessionAgent {
         self.system_prompt = prompt.into();
+        self.fixed = std::sync::OnceLock::new();
         self
     }
 
     /// Registers a tool.
     pub fn with_tool(mut self, tool: Arc<dyn Tool>) -> SessionAgent {
         self.tools.register(tool);
+        self.fixed = std::sync::OnceLock::new();
         self
     }
 
@@ -314,7 +319,9 @@ impl SessionAgent {
 
     /// Tokens every request spends besides the history: system prompt, tool schemas, framing.
     pub(crate) fn fixed_tokens(&self) -> u64 {
-        policy::fixed_tokens(&self.system_prompt, &self.tools.specs(), self.counter.as_ref())
+        *self.fixed.get_or_init(|| {
+            policy::fixed_tokens(&self.system_prompt, &self.tools.specs(), self.counter.as_ref())
+        })
     }
 
     /// Our estimate of the next request, corrected upward when the provider counted more last time.

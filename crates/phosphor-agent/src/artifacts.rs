@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use phosphor_core::{Message, Part};
+use phosphor_prune::{COMMAND_KEYS, PATH_KEYS, PATHS_KEYS};
 
 /// The heading that starts the trail inside a summary. Parsing relies on it; do not translate it.
 pub const TRAIL_HEADING: &str = "## Artifact trail";
@@ -23,24 +24,6 @@ const SECTION_WRITTEN: &str = "Files written:";
 const SECTION_COMMANDS: &str = "Commands run:";
 const SECTION_ERRORS: &str = "Errors seen:";
 
-/// Argument keys that hold one path.
-const PATH_KEYS: &[&str] = &[
-    "path",
-    "file",
-    "file_path",
-    "filepath",
-    "filename",
-    "target_file",
-    "source",
-    "destination",
-    "old_path",
-    "new_path",
-    "notebook_path",
-];
-/// Argument keys that hold a list of paths.
-const PATHS_KEYS: &[&str] = &["paths", "files", "file_paths"];
-/// Argument keys that hold a shell command.
-const COMMAND_KEYS: &[&str] = &["command", "cmd", "script", "shell"];
 /// Words in a tool's name that mean it changes files.
 const WRITE_WORDS: &[&str] = &[
     "write", "edit", "create", "patch", "apply", "replace", "delete", "remove", "move", "rename", "save",

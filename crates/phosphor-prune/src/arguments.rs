@@ -10,20 +10,29 @@ use serde_json::Value;
 
 use crate::{TRUNCATION_MARKER, truncate_chars};
 
-/// Keys (compared without case) whose string values identify what a call acted on. Keys ending
-/// in `path`, `file`, `dir` or `_id` count too (`file_path`, `old_path`, `target_file`, `call_id`).
-pub const IDENTIFYING_KEYS: &[&str] = &[
+/// Argument keys that hold one path (the artifact trail reads files from them).
+pub const PATH_KEYS: &[&str] = &[
     "path",
-    "paths",
     "file",
-    "files",
+    "file_path",
+    "filepath",
     "filename",
-    "dir",
-    "directory",
-    "cwd",
-    "workdir",
-    "command",
-    "cmd",
+    "target_file",
+    "source",
+    "destination",
+    "old_path",
+    "new_path",
+    "notebook_path",
+];
+
+/// Argument keys that hold a list of paths.
+pub const PATHS_KEYS: &[&str] = &["paths", "files", "file_paths"];
+
+/// Argument keys that hold a shell command.
+pub const COMMAND_KEYS: &[&str] = &["command", "cmd", "script", "shell"];
+
+/// Further keys whose values identify what a call acted on: patterns, queries, addresses, ids.
+const OTHER_IDENTIFYING_KEYS: &[&str] = &[
     "pattern",
     "glob",
     "regex",
@@ -34,16 +43,24 @@ pub const IDENTIFYING_KEYS: &[&str] = &[
     "name",
     "branch",
     "ref",
+    "dir",
+    "directory",
+    "cwd",
+    "workdir",
 ];
 
 /// Characters an identifying value keeps, whatever the pruning limit (a heredoc in a shell command
 /// is still cut, at this length).
 pub const IDENTIFYING_MAX_CHARS: usize = 1_000;
 
-/// Whether string values under `key` identify what a call acted on.
+/// Whether string values under `key` (compared without case) identify what a call acted on: a key
+/// of [`PATH_KEYS`], [`PATHS_KEYS`], [`COMMAND_KEYS`], a pattern, query, address or id, or any key
+/// ending in `path`, `file`, `dir` or `_id` (`old_path`, `target_file`, `call_id`).
 pub fn is_identifying_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
-    IDENTIFYING_KEYS.contains(&key.as_str())
+    [PATH_KEYS, PATHS_KEYS, COMMAND_KEYS, OTHER_IDENTIFYING_KEYS]
+        .iter()
+        .any(|keys| keys.contains(&key.as_str()))
         || ["path", "file", "dir", "_id"].iter().any(|suffix| key.ends_with(suffix))
 }
 

@@ -43,7 +43,9 @@ pub mod synthetic;
 mod test_dsl;
 mod turns;
 
-pub use arguments::{IDENTIFYING_KEYS, IDENTIFYING_MAX_CHARS, is_identifying_key, prune_arguments};
+pub use arguments::{
+    COMMAND_KEYS, IDENTIFYING_MAX_CHARS, PATH_KEYS, PATHS_KEYS, is_identifying_key, prune_arguments,
+};
 pub use ladder::{OMITTED_OUTPUT, drop_oldest_turns, omit_oldest_tool_outputs};
 pub use pairing::{INTERRUPTED_RESULT, PairingViolation, check_tool_pairing, repair_tool_pairing};
 pub use turns::{keep_recent_split, keep_recent_split_by, turn_starts};

@@ -102,11 +102,25 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(FILE_POOL_CONNECTIONS)
-            .connect_with(options)
-            .await
-            .map_err(|e| StoreError::database(format_args!("opening {}", path.display()), e))?;
+        // Switching a new file to WAL needs a lock that SQLite does not wait for (no busy handler):
+        // when another process is creating the same database, opening is retried for as long as
+        // the busy timeout.
+        let started = std::time::Instant::now();
+        let pool = loop {
+            match SqlitePoolOptions::new()
+                .max_connections(FILE_POOL_CONNECTIONS)
+                .connect_with(options.clone())
+                .await
+            {
+                Err(e) if is_busy(&e) && started.elapsed() < BUSY_TIMEOUT => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                result => {
+                    break result
+                        .map_err(|e| StoreError::database(format_args!("opening {}", path.display()), e))?;
+                }
+            }
+        };
         SqliteStore::migrated(pool).await
     }
 
@@ -695,6 +709,12 @@ fn check_id(id: &str, field: &'static str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Whether `error` is SQLite's `SQLITE_BUSY` (primary code 5, any extended code).
+fn is_busy(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(e)
+        if e.code().and_then(|code| code.parse::<i32>().ok()).is_some_and(|code| code & 0xff == 5))
 }
 
 fn is_constraint(error: &sqlx::Error, kind: sqlx::error::ErrorKind) -> bool {
