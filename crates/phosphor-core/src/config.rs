@@ -68,7 +68,8 @@ pub struct Options {
     #[schemars(range(min = 1))]
     pub summarize_max_per_turn: u32,
     /// The prompt profile (`.phosphor/profiles/<profile>/summarization.md.tpl`).
-    #[schemars(pattern(r"^(?!\.\.?$)[^/\\\u0000]+$"))]
+    // The pattern states the rule of `check_profile_name`.
+    #[schemars(pattern(r"^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$"))]
     pub profile: String,
 }
 
@@ -707,12 +708,12 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
         return Err(invalid(MAX_PER_TURN, 0.into(), OUT_OF_RANGE, "a whole number >= 1".to_owned()));
     }
 
-    if !is_valid_profile_name(&options.profile) {
+    if let Err(reason) = check_profile_name(&options.profile) {
         return Err(invalid(
             PROFILE,
             options.profile.clone().into(),
-            "is not a valid profile name",
-            "a non-empty directory name without `/`, `\\` or NUL, other than `.` and `..`".to_owned(),
+            &format!("is not a valid profile name ({reason})"),
+            profile_name_rule(),
         ));
     }
 
@@ -820,9 +821,43 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
     Ok(())
 }
 
-/// Whether `name` can be a profile directory: non-empty, no separators or NUL, not `.` or `..`.
-pub fn is_valid_profile_name(name: &str) -> bool {
-    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+/// The longest profile name allowed, in bytes (every allowed character is ASCII).
+pub const MAX_PROFILE_NAME_LEN: usize = 64;
+
+/// What a profile name may be, in words, for error messages.
+pub fn profile_name_rule() -> String {
+    format!("1 to {MAX_PROFILE_NAME_LEN} ASCII letters, digits, '-', '_' or '.', and is not '.' or '..'")
+}
+
+/// Checks that `name` can name a profile folder: 1 to [`MAX_PROFILE_NAME_LEN`] ASCII letters,
+/// digits, `-`, `_` or `.`, and not `.` or `..`, so it has no path separator, is never absolute and
+/// never climbs out of the profile folders. The one rule for profile names: configuration loading,
+/// the JSON schema's pattern, the prompt crate and `profiles check` all follow it.
+///
+/// # Errors
+/// What is wrong with the name, in words (see [`profile_name_rule`] for what is allowed).
+pub fn check_profile_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("it is empty".to_owned());
+    }
+    if name == "." || name == ".." {
+        return Err("it names the current or parent folder".to_owned());
+    }
+    let bytes = name.as_bytes();
+    let drive = bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':';
+    if name.starts_with('/') || name.starts_with('\\') || drive {
+        return Err("it is an absolute path".to_owned());
+    }
+    if let Some(sep) = name.chars().find(|c| matches!(c, '/' | '\\')) {
+        return Err(format!("it contains the path separator {sep:?}"));
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
+        return Err(format!("it contains the character {bad:?}"));
+    }
+    if name.len() > MAX_PROFILE_NAME_LEN {
+        return Err(format!("it is {} characters long", name.len()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -963,15 +998,29 @@ mod tests {
                 ),
             );
         }
-        for value in [r#""""#, r#""..""#, r#"".""#, r#""team/a""#, r#""a\\b""#, r#""a\u0000b""#] {
+        // One rule with the prompt crate: a name it would refuse (here "my notes") is refused here.
+        for (value, reason) in [
+            (r#""""#, "it is empty"),
+            (r#""..""#, "it names the current or parent folder"),
+            (r#"".""#, "it names the current or parent folder"),
+            (r#""team/a""#, "it contains the path separator '/'"),
+            (r#""a\\b""#, "it contains the path separator '\\\\'"),
+            (r#""a\u0000b""#, "it contains the character '\\0'"),
+            (r#""my notes""#, "it contains the character ' '"),
+            (r#""C:evil""#, "it is an absolute path"),
+        ] {
             check_error(
                 &format!(r#"{{ "options": {{ "profile": {value} }} }}"#),
                 &format!(
-                    "/cfg/phosphor.json: options.profile: {value} is not a valid profile name; allowed: a non-empty \
-                     directory name without `/`, `\\` or NUL, other than `.` and `..`"
+                    "/cfg/phosphor.json: options.profile: {value} is not a valid profile name ({reason}); allowed: 1 to \
+                     64 ASCII letters, digits, '-', '_' or '.', and is not '.' or '..'"
                 ),
             );
         }
+        let long = "a".repeat(MAX_PROFILE_NAME_LEN + 1);
+        assert_eq!(check_profile_name(&long), Err("it is 65 characters long".to_owned()));
+        assert_eq!(check_profile_name(&long[1..]), Ok(()));
+        assert_eq!(check_profile_name("team-notes_v2.1"), Ok(()));
         check_error(
             r#"{ "providers": { "openai": { "base_url": "api.openai.com" } } }"#,
             "/cfg/phosphor.json: providers.openai.base_url: \"api.openai.com\" is not an http(s) URL; \

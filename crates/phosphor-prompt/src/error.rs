@@ -14,9 +14,8 @@ pub enum Error {
     /// The profile name is not allowed, so no file was looked up. Do not retry: ask the user to fix the
     /// name (the `profile` setting or the command-line flag) to one the message allows.
     #[error(
-        "invalid profile name {name:?}: {reason}; a profile name is 1 to {max} ASCII letters, digits, \
-         '-', '_' or '.', and is not '.' or '..'",
-        max = crate::MAX_PROFILE_NAME_LEN
+        "invalid profile name {name:?}: {reason}; a profile name is {rule}",
+        rule = phosphor_core::config::profile_name_rule()
     )]
     InvalidProfileName {
         /// The name as given.
