@@ -156,7 +156,7 @@ impl SessionAgent {
         trail.merge(ArtifactTrail::collect(fold));
 
         // Step 2: standard pruning of tool outputs (the ladder below prunes harder when needed).
-        let mut ladder = policy::Ladder::new(fold, &self.options, counter);
+        let mut ladder = policy::Ladder::new(fold, &self.options);
 
         // Step 3: the prompt, with the previous summary for iterative compaction.
         let previous_text = previous.as_ref().map(|p| strip_trail(&p.text_content()).to_owned());

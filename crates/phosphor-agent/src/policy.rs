@@ -192,7 +192,6 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
 pub struct Ladder<'a> {
     fold: &'a [Message],
     options: &'a Options,
-    counter: &'a dyn TokenCounter,
     level: u32,
     /// The smallest input tried so far, in tokens (a rung no smaller is skipped).
     pub smallest_tokens: u64,
@@ -200,8 +199,8 @@ pub struct Ladder<'a> {
 
 impl<'a> Ladder<'a> {
     /// The ladder over the messages a compaction folds.
-    pub fn new(fold: &'a [Message], options: &'a Options, counter: &'a dyn TokenCounter) -> Ladder<'a> {
-        Ladder { fold, options, counter, level: 0, smallest_tokens: u64::MAX }
+    pub fn new(fold: &'a [Message], options: &'a Options) -> Ladder<'a> {
+        Ladder { fold, options, level: 0, smallest_tokens: u64::MAX }
     }
 
     /// The next rung's level and input; `None` when nothing is left to shed.
@@ -213,7 +212,7 @@ impl<'a> Ladder<'a> {
         } else {
             self.options.summarize_tool_output_aggressive_chars
         };
-        let mut input = phosphor_prune::prune(self.fold, chars, self.counter).messages;
+        let mut input = phosphor_prune::prune_messages(self.fold, chars);
         if level >= 2 {
             phosphor_prune::omit_oldest_tool_outputs(&mut input, usize::MAX);
         }

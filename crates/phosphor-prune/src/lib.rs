@@ -125,24 +125,17 @@ impl Pruned<'_> {
 /// Token counts come from `counter.count_message`: each message is counted once, and a cut
 /// message once more after the cut. Order, ids and tool-call pairing are unchanged.
 pub fn prune<'a>(messages: &'a [Message], max_chars: usize, counter: &dyn TokenCounter) -> Pruned<'a> {
-    let mut out = Vec::with_capacity(messages.len());
     let mut cut = Cuts::default();
-    let mut tokens_before = 0;
-    let mut tokens_after = 0;
-    for message in messages {
-        let before = counter.count_message(message);
-        tokens_before += before;
-        match prune_message(message, max_chars, &mut cut) {
-            Some(pruned) => {
-                tokens_after += counter.count_message(&pruned);
-                out.push(Cow::Owned(pruned));
-            }
-            None => {
-                tokens_after += before;
-                out.push(Cow::Borrowed(message));
-            }
-        }
-    }
+    let out = prune_with(messages, max_chars, &mut cut);
+    let tokens_before = messages.iter().map(|m| counter.count_message(m)).sum();
+    let tokens_after = messages
+        .iter()
+        .zip(&out)
+        .map(|(original, pruned)| match pruned {
+            Cow::Borrowed(_) => counter.count_message(original),
+            Cow::Owned(pruned) => counter.count_message(pruned),
+        })
+        .sum();
     Pruned {
         messages: out,
         truncated_results: cut.results,
@@ -150,6 +143,19 @@ pub fn prune<'a>(messages: &'a [Message], max_chars: usize, counter: &dyn TokenC
         tokens_before,
         tokens_after,
     }
+}
+
+/// [`prune`]'s messages alone, without counting tokens: for a caller that counts what it sends
+/// itself (with an exact counter, counting is the costly part).
+pub fn prune_messages(messages: &[Message], max_chars: usize) -> Vec<Cow<'_, Message>> {
+    prune_with(messages, max_chars, &mut Cuts::default())
+}
+
+fn prune_with<'a>(messages: &'a [Message], max_chars: usize, cut: &mut Cuts) -> Vec<Cow<'a, Message>> {
+    messages
+        .iter()
+        .map(|message| prune_message(message, max_chars, cut).map_or(Cow::Borrowed(message), Cow::Owned))
+        .collect()
 }
 
 /// What [`prune`] cut so far.
