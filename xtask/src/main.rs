@@ -1,6 +1,7 @@
 //! Project automation, run as `cargo xtask <command>`:
 //!
-//! - `ci`: what CI runs (format, clippy, the test model, tests, crates alone, docs).
+//! - `ci`: what CI runs (format, clippy, the test models, tests, crates alone, docs). The tests run with every
+//!   test model and `PHOSPHOR_REQUIRE_TEST_MODELS=1`, so a test that finds no model fails instead of skipping.
 //! - `bench [filter]`: the criterion benchmarks and the embedded engines' bench (on the SmolLM2 test model unless
 //!   `PHOSPHOR_TEST_MODEL` names another GGUF file), then a short table of the criterion figures.
 //! - `bench-target-cpu`: the embedded bench (both engines) built twice, as a plain release build and for
@@ -75,6 +76,10 @@ const GEMMA3: TestModel = TestModel {
 };
 
 const TEST_MODELS: [&TestModel; 2] = [&SMOLLM2, &GEMMA3];
+
+/// `phosphor_core::testing::REQUIRE_TEST_MODELS` (xtask does not depend on phosphor-core): set for the test run,
+/// it makes a test whose model is missing fail instead of skip.
+const REQUIRE_TEST_MODELS: &str = "PHOSPHOR_REQUIRE_TEST_MODELS";
 
 /// The features CI builds with: the defaults plus llama.cpp's Vulkan backend, so that it really compiles. The same
 /// set for clippy, tests and docs, so that nothing is built twice.
@@ -152,6 +157,8 @@ fn ci() -> Result<()> {
     }
     let mut envs: Vec<(&str, &str)> = paths.iter().map(|(k, v)| (*k, v.as_str())).collect();
     envs.push(cmake);
+    // A test that finds no test model fails here instead of skipping (`phosphor_core::testing` owns the rule).
+    envs.push((REQUIRE_TEST_MODELS, "1"));
     run("cargo", &with_features(&["test", "--workspace", "--locked"]), &envs)?;
     for krate in LIBRARY_CRATES {
         if Path::new("crates").join(krate).exists() {

@@ -16,7 +16,7 @@ use crate::compaction::CompactionReport;
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy;
-use crate::shown::{shown_ledger, summary_as_context};
+use crate::shown::{masked_len, shown_ledger, summary_as_context};
 use crate::tool::{Tool, Tools};
 use crate::turn::TurnOutcome;
 
@@ -109,6 +109,8 @@ pub(crate) struct Cache {
     /// Model responses stored since the session's last compaction (the progress rule of
     /// [`policy::Progress`] starts a turn from it).
     pub(crate) responses_since_compaction: u32,
+    /// The tool outputs of `history[..masked]` are shown masked (from `session.masked_until`).
+    pub(crate) masked: usize,
 }
 
 impl Cache {
@@ -313,8 +315,9 @@ impl SessionAgent {
             }
         }
         let history = self.store.history(session_id).await?;
-        let ledger = shown_ledger(self.counter.as_ref(), &history);
-        Ok(Cache { session, history, ledger, calibration: None, responses_since_compaction })
+        let masked = masked_len(&history, session.masked_until.as_deref());
+        let ledger = shown_ledger(self.counter.as_ref(), &history, masked);
+        Ok(Cache { session, history, ledger, calibration: None, responses_since_compaction, masked })
     }
 
     /// Tokens every request spends besides the history: system prompt, tool schemas, framing.

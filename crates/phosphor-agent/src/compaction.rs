@@ -1,5 +1,5 @@
 //! A compaction: the spec's `Summarize()`, with the shedding ladder, the streamed and persisted
-//! summary, and the artifact trail.
+//! summary, and the session-state trail.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -15,11 +15,11 @@ use phosphor_store::SessionStore;
 use tracing::{Instrument, field};
 
 use crate::agent::{Cache, SessionAgent, now_ms};
-use crate::artifacts::ArtifactTrail;
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy::{self, KeepBudget};
-use crate::shown::{shown_ledger, strip_trail, summary_as_context};
+use crate::shown::{masked_len, shown_ledger, summary_as_context};
+use crate::state::{self, SessionState};
 
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,9 +138,10 @@ impl SessionAgent {
         let previous = cache.history.first().filter(|m| m.is_summary).cloned();
         let summary_budget = policy::reserve(&info).min(self.settings.summary_max_output_tokens);
         let large = self.models.large.info();
+        let state_budget = policy::state_budget(&self.options, large.context_window);
         let room = large
             .context_window
-            .saturating_sub(self.fixed_tokens() + policy::reserve(large) + summary_budget);
+            .saturating_sub(self.fixed_tokens() + policy::reserve(large) + summary_budget + state_budget);
         let budget = KeepBudget { room, keep_recent: self.options.summarize_keep_recent_tokens };
         let Some(cut) = policy::cut(&cache.history, cache.ledger.counts(), turn, budget) else {
             return Err(AgentError::NothingToCompact);
@@ -150,16 +151,15 @@ impl SessionAgent {
         let last_folded_id = last_folded.id.clone();
         let pinned = cut.pinned.map(|at| cache.history[at].clone());
 
-        // The deterministic artifact trail: the previous summary's, plus what the folded messages show.
-        let mut trail =
-            previous.as_ref().map(|p| ArtifactTrail::parse(&p.text_content())).unwrap_or_default();
-        trail.merge(ArtifactTrail::collect(fold));
+        // The session-state trail: the previous summary's, plus what the folded messages show.
+        let mut trail = previous.as_ref().map(|p| SessionState::parse(&p.text_content())).unwrap_or_default();
+        trail.merge(SessionState::collect(fold));
 
         // Step 2: standard pruning of tool outputs (the ladder below prunes harder when needed).
         let mut ladder = policy::Ladder::new(fold, &self.options);
 
         // Step 3: the prompt, with the previous summary for iterative compaction.
-        let previous_text = previous.as_ref().map(|p| strip_trail(&p.text_content()).to_owned());
+        let previous_text = previous.as_ref().map(|p| state::strip(&p.text_content()).to_owned());
         let mut tools_used: Vec<String> =
             fold.iter().flat_map(|m| m.tool_calls().map(|c| c.name.clone())).collect::<Vec<_>>();
         tools_used.sort();
@@ -174,7 +174,7 @@ impl SessionAgent {
             context_window: self.models.large.info().context_window,
             model: self.models.large.info().model.clone(),
             workspace: self.settings.workspace.clone(),
-            files: trail.files(),
+            files: trail.file_paths(),
             tools_used,
             date: today(),
         };
@@ -252,13 +252,17 @@ impl SessionAgent {
             }
         };
 
-        // Step 7: the summary is whole; append the artifact trail, then move the pointer and the
-        // token fields in one transaction.
+        // Step 7: the summary is whole; append the session-state trail, then move the pointer and
+        // the token fields in one transaction.
         let text = summary.text_content();
-        summary.parts = vec![
-            Part::Text { text: text.trim_end().to_owned() },
-            Part::Text { text: format!("\n\n{}", trail.render()) },
-        ];
+        let rendered_state = trail.render(state_budget, self.counter.as_ref());
+        summary.parts = match text.trim_end() {
+            "" => vec![Part::Text { text: rendered_state }],
+            text => vec![
+                Part::Text { text: text.to_owned() },
+                Part::Text { text: format!("\n\n{rendered_state}") },
+            ],
+        };
         summary.status = MessageStatus::Complete;
         summary.usage = Some(usage);
         summary.updated_at = now_ms();
@@ -266,7 +270,8 @@ impl SessionAgent {
         history.push(summary.clone());
         history.extend(pinned);
         history.extend(cache.history[cut.fold.end..].iter().cloned());
-        let ledger = shown_ledger(self.counter.as_ref(), &history);
+        let masked = masked_len(&history, cache.session.masked_until.as_deref());
+        let ledger = shown_ledger(self.counter.as_ref(), &history, masked);
         let mut session = cache.session.clone();
         session.summary_message_id = Some(summary.id.clone());
         // Spec step 7: recalculated from the summary content (as a model is shown it).
@@ -279,6 +284,7 @@ impl SessionAgent {
         cache.session = session;
         cache.history = history;
         cache.ledger = ledger;
+        cache.masked = masked;
         cache.calibration = None;
         cache.responses_since_compaction = 0;
         Ok((summary.id, level))
@@ -335,7 +341,16 @@ impl SessionAgent {
             _ => {}
         }
         if text.trim().is_empty() {
-            return incomplete("the summarizer returned no text".into());
+            // Not a failure: the session-state trail carries the requests, the plan, the files and
+            // the commands, which is more than the history the compaction would otherwise keep.
+            emit(
+                events,
+                AgentEvent::Warning {
+                    message: "the summarizer returned no text; the summary holds only the session state \
+                              Phosphor recorded"
+                        .into(),
+                },
+            );
         }
         let usage = reported.unwrap_or(Usage {
             input_tokens: input_estimate,

@@ -58,6 +58,18 @@ pub enum AgentEvent {
         /// Its usage.
         usage: Usage,
     },
+    /// Observation masking moved: the oldest tool outputs are now shown as placeholders (the
+    /// store keeps them whole).
+    OutputsMasked {
+        /// The last message whose tool outputs are masked.
+        masked_until: String,
+        /// Tool outputs this step masked.
+        outputs: usize,
+        /// Estimated request tokens before.
+        tokens_before: u64,
+        /// Estimated request tokens after.
+        tokens_after: u64,
+    },
     /// A compaction started.
     CompactionStarted {
         /// Why.

@@ -23,6 +23,10 @@
 //! the tokens, the window, the model and what was tried; when it fits but stays above the
 //! threshold, the turn goes on with one warning.
 //!
+//! Every summary ends with a [`SessionState`] trail that Phosphor writes itself, whatever the model
+//! wrote: the user's requests verbatim, the latest plan, files with their last change, commands
+//! with their outcome, within `summarize_state_max_tokens`.
+//!
 //! Compaction never deletes or rewrites stored messages: it appends a summary message, and the
 //! session's summary pointer moves to it only once it completed.
 //!
@@ -41,20 +45,20 @@
 //! ```
 
 mod agent;
-pub mod artifacts;
 mod compaction;
 mod error;
 mod events;
 pub mod policy;
 mod shown;
+pub mod state;
 mod tool;
 mod turn;
 
 pub use agent::{AgentSettings, Models, SessionAgent, TokenStatus};
-pub use artifacts::ArtifactTrail;
 pub use compaction::CompactionReport;
 pub use error::{AgentError, Result};
 pub use events::{AgentEvent, CompactionReason, EventSender};
 pub use shown::SUMMARY_PREFIX;
+pub use state::{FileOp, SessionState};
 pub use tool::{Tool, ToolOutput, Tools};
 pub use turn::TurnOutcome;

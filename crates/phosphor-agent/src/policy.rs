@@ -21,6 +21,57 @@ pub fn reserve(info: &ModelInfo) -> u64 {
     info.max_output_tokens.min(info.context_window / 4)
 }
 
+/// Tokens the session-state trail of a summary may take on a `window`-token session model:
+/// `summarize_state_max_tokens`, but never more than an eighth of the window.
+pub fn state_budget(options: &Options, window: u64) -> u64 {
+    options.summarize_state_max_tokens.min(window / 8)
+}
+
+/// Whether observation masking runs before a request of `estimate` tokens on a `window`-token
+/// model (`mask_threshold` 0 turns it off). It runs before the compaction triggers, so a request
+/// that masking brings under `summarize_threshold` needs no summary.
+pub fn should_mask(estimate: u64, window: u64, options: &Options) -> bool {
+    options.mask_threshold > 0.0 && fraction(estimate, window) >= options.mask_threshold
+}
+
+/// Tokens of the newest tool outputs masking leaves whole: `mask_keep_recent_tokens`, but never
+/// more than an eighth of the window.
+pub fn mask_keep_budget(options: &Options, window: u64) -> u64 {
+    options.mask_keep_recent_tokens.min(window / 8)
+}
+
+/// Where masking should now end: the index after the last history message whose tool outputs are
+/// masked, so that the newest tool outputs that stay whole total at most `keep` tokens (`counts`
+/// are the messages' counts as shown). The outputs of the latest tool round always stay whole (the
+/// model has not seen them yet). `None` when that would not move the boundary past `masked` (the
+/// current one) or would mask no output worth masking.
+pub fn mask_point(history: &[Message], counts: &[u64], masked: usize, keep: u64) -> Option<usize> {
+    let latest_calls = history.iter().rposition(|m| m.tool_calls().next().is_some()).unwrap_or(0);
+    let mut kept = 0;
+    let mut until = None;
+    for (index, message) in history.iter().enumerate().rev() {
+        if message.tool_results().next().is_none() {
+            continue;
+        }
+        kept += counts.get(index).copied().unwrap_or(0);
+        if kept > keep && index < latest_calls {
+            until = Some(index + 1);
+            break;
+        }
+    }
+    let until = until.filter(|&until| until > masked)?;
+    let worth = |m: &Message| {
+        m.tool_results().any(|r| {
+            !r.content.starts_with(phosphor_prune::MASKED_PREFIX) && r.content.len() > MASK_WORTH_CHARS
+        })
+    };
+    history[masked.min(until)..until].iter().any(worth).then_some(until)
+}
+
+/// A tool output shorter than this is not worth a masking step on its own (a placeholder is about
+/// a hundred characters).
+const MASK_WORTH_CHARS: usize = 400;
+
 /// Tokens every request spends besides the history: the system prompt (one system message, as it
 /// is sent), the tool schemas and the request framing.
 pub fn fixed_tokens(system_prompt: &str, tools: &[ToolSpec], counter: &dyn TokenCounter) -> u64 {
@@ -315,6 +366,7 @@ mod tests {
             .enumerate()
             .map(|(i, token)| {
                 let (kind, tokens) = token.split_once(':').expect("kind:tokens");
+                let tokens = tokens.parse::<u64>().expect("tokens");
                 let (kind, id) = match kind.split_once('(') {
                     Some((kind, id)) => (kind, Some(id.trim_end_matches(')'))),
                     None => (kind, None),
@@ -336,15 +388,45 @@ mod tests {
                         vec![Part::ToolResult(ToolResult {
                             call_id: id.into(),
                             name: "t".into(),
-                            content: "out".into(),
+                            // About as long as its count says (four characters a token).
+                            content: "o".repeat(tokens as usize * 4),
                             is_error: false,
                         })],
                     ),
                     other => panic!("unknown token {other:?}"),
                 };
-                (message.with_id(format!("m{i}")), tokens.parse::<u64>().expect("tokens"))
+                (message.with_id(format!("m{i}")), tokens)
             })
             .unzip()
+    }
+
+    #[test]
+    fn masking_keeps_the_newest_outputs_within_the_budget_and_only_moves_forward() {
+        let options = Options { mask_threshold: 0.5, mask_keep_recent_tokens: 300, ..Options::default() };
+        assert!(!should_mask(499, 1_000, &options));
+        assert!(should_mask(500, 1_000, &options));
+        assert!(!should_mask(999, 1_000, &Options { mask_threshold: 0.0, ..options.clone() }));
+        assert_eq!(mask_keep_budget(&options, 1_600), 200);
+        assert_eq!(mask_keep_budget(&options, 100_000), 300);
+
+        // index:                     0    1     2         3          4         5          6    7
+        let (h, c) = history("U:10 A(a):5 T(a):200 A(b):5 T(b):200 A(c):5 T(c):200 A:5");
+        // (masked so far, keep) -> new boundary
+        let cases = [
+            (0, 300, Some(5)), // c (200) stays, b would make 400: b and older are masked
+            (0, 399, Some(5)),
+            (0, 400, Some(3)), // b and c stay
+            (0, 600, None),    // everything fits
+            (5, 300, None),    // already masked there
+            (3, 300, Some(5)), // moves forward only
+            (0, 0, Some(5)),   // no budget: every output but the latest round's
+        ];
+        for (masked, keep, expected) in cases {
+            assert_eq!(mask_point(&h, &c, masked, keep), expected, "{masked} {keep}");
+        }
+        // Outputs too short to be worth it are not a reason to mask.
+        let (h, c) = history("U:10 A(a):5 T(a):50 A(b):5 T(b):50 A:5");
+        assert_eq!(mask_point(&h, &c, 0, 10), None);
     }
 
     fn check_cut(

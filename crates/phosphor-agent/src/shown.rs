@@ -4,8 +4,6 @@ use std::borrow::Cow;
 
 use phosphor_core::{Message, TokenCounter, TokenLedger};
 
-use crate::artifacts::TRAIL_HEADING;
-
 /// What precedes a summary when it is shown to a model.
 pub const SUMMARY_PREFIX: &str = "This conversation continues from an earlier part that was compacted. \
 Summary of everything before this point:\n\n";
@@ -22,19 +20,21 @@ pub(crate) fn summary_as_context(message: &Message) -> Cow<'_, Message> {
     Cow::Owned(shown)
 }
 
-/// Counts each message as it is sent (a summary with its preface).
-pub(crate) fn shown_ledger(counter: &dyn TokenCounter, history: &[Message]) -> TokenLedger {
-    let mut ledger = TokenLedger::new();
-    for message in history {
-        ledger.push(counter, &summary_as_context(message));
-    }
-    ledger
+/// The history as a model is shown it: a summary as context, and the tool outputs of
+/// `history[..masked]` masked (observation masking).
+pub(crate) fn shown_history(history: &[Message], masked: usize) -> Vec<Cow<'_, Message>> {
+    let mut shown: Vec<Cow<'_, Message>> = history.iter().map(summary_as_context).collect();
+    phosphor_prune::mask_tool_outputs(&mut shown, masked);
+    shown
 }
 
-/// The summary text without the artifact trail (the trail is merged separately).
-pub(crate) fn strip_trail(text: &str) -> &str {
-    match text.rfind(TRAIL_HEADING) {
-        Some(at) => text[..at].trim_end(),
-        None => text,
-    }
+/// Counts each message as it is sent (see [`shown_history`]).
+pub(crate) fn shown_ledger(counter: &dyn TokenCounter, history: &[Message], masked: usize) -> TokenLedger {
+    TokenLedger::from_messages(counter, shown_history(history, masked).iter().map(|m| m.as_ref()))
+}
+
+/// The masking boundary of `history` for a session that masks up to message `masked_until`:
+/// the index after it, or 0 when the history no longer holds it (a summary folded it).
+pub(crate) fn masked_len(history: &[Message], masked_until: Option<&str>) -> usize {
+    masked_until.and_then(|id| history.iter().position(|m| m.id == id)).map_or(0, |at| at + 1)
 }

@@ -5,15 +5,16 @@ use std::borrow::Cow;
 
 use futures::StreamExt;
 use phosphor_core::{
-    ChatModel, ChatRequest, Completion, Message, MessageStatus, Part, Role, StreamEvent, Usage,
+    ChatModel, ChatRequest, Completion, Message, MessageStatus, Part, Role, StreamEvent, TokenLedger, Usage,
 };
+use tracing::Instrument;
 
 use crate::agent::{Cache, SessionAgent, new_id, now_ms};
 use crate::compaction::CompactionReport;
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy::{self, Fit, Permit};
-use crate::shown::summary_as_context;
+use crate::shown::shown_history;
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,7 +142,12 @@ impl SessionAgent {
             }
             // Before every request of the turn: the post-user-message overflow check and the
             // pre-request threshold check (spec order), then whether the request can go.
-            let estimate = self.estimate(cache);
+            // Observation masking first: when it brings the request under the triggers, no summary
+            // is written.
+            let mut estimate = self.estimate(cache);
+            if policy::should_mask(estimate, window, &self.options) && self.mask(cache, events).await? {
+                estimate = self.estimate(cache);
+            }
             if let Some(reason) = policy::trigger(estimate, reserve, window, &self.options) {
                 self.compact_in_turn(cache, &mut turn, reason, events).await?;
                 self.check_fit(cache, &mut turn, reserve, window, events)?;
@@ -251,6 +257,42 @@ impl SessionAgent {
         }
     }
 
+    /// Observation masking: moves the masking boundary so that the newest tool outputs shown whole
+    /// fit `mask_keep_recent_tokens`, and persists it on the session. Returns whether it moved.
+    pub(crate) async fn mask(&self, cache: &mut Cache, events: Option<&EventSender>) -> Result<bool> {
+        let window = self.models.large.info().context_window;
+        let keep = policy::mask_keep_budget(&self.options, window);
+        let Some(until) = policy::mask_point(&cache.history, cache.ledger.counts(), cache.masked, keep)
+        else {
+            return Ok(false);
+        };
+        let tokens_before = self.estimate(cache);
+        let span = tracing::info_span!(
+            "masking",
+            otel.name = "masking",
+            gen_ai.conversation.id = %cache.session.id,
+            phosphor.masking.tokens_before = tokens_before,
+            phosphor.masking.tokens_after = tracing::field::Empty,
+            phosphor.masking.outputs = tracing::field::Empty,
+        );
+        let mut shown = shown_history(&cache.history, cache.masked);
+        let outputs = phosphor_prune::mask_tool_outputs(&mut shown, until);
+        let ledger = TokenLedger::from_messages(self.counter.as_ref(), shown.iter().map(|m| m.as_ref()));
+        drop(shown);
+        let masked_until = cache.history[until - 1].id.clone();
+        cache.masked = until;
+        cache.ledger = ledger;
+        cache.session.masked_until = Some(masked_until.clone());
+        cache.session.current_tokens = self.fixed_tokens() + cache.ledger.total();
+        cache.session.updated_at = now_ms();
+        self.store.update_session(&cache.session).instrument(span.clone()).await?;
+        let tokens_after = self.estimate(cache);
+        span.record("phosphor.masking.tokens_after", tokens_after);
+        span.record("phosphor.masking.outputs", outputs as u64);
+        emit(events, AgentEvent::OutputsMasked { masked_until, outputs, tokens_before, tokens_after });
+        Ok(true)
+    }
+
     /// After the triggers fired: go on (warning once) if the request fits with room for the answer,
     /// stop with `StillOverflowing` otherwise.
     fn check_fit(
@@ -298,7 +340,7 @@ impl SessionAgent {
         if !self.system_prompt.is_empty() {
             messages.push(Cow::Owned(Message::system(&self.system_prompt)));
         }
-        messages.extend(cache.history.iter().map(summary_as_context));
+        messages.extend(shown_history(&cache.history, cache.masked));
         let messages =
             phosphor_prune::repair_tool_pairing(messages).into_iter().map(Cow::into_owned).collect();
         ChatRequest {

@@ -1,7 +1,8 @@
 //! Compaction through the agent with real local models as the `embedded` summarizer: SmolLM2-135M-Instruct
 //! (GGUF) on each engine, from `PHOSPHOR_TEST_MODEL`, and Gemma 3 270M (which only llama.cpp runs; `auto` must
 //! pick it) from `PHOSPHOR_TEST_GEMMA` (`cargo xtask fetch-test-model all`; `cargo xtask ci` always sets both).
-//! Without them the tests say they were skipped. Models this small write weak summaries, so the checks are about
+//! Without them the tests say they were skipped (under `cargo xtask ci` they fail instead; see
+//! `phosphor_core::testing::test_model`). Models this small write weak summaries, so the checks are about
 //! structure, streaming, usage, session state and the artifact trail, never wording.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,7 +12,7 @@ mod common;
 use std::sync::Arc;
 
 use common::ReadFile;
-use phosphor_agent::{AgentEvent, AgentSettings, ArtifactTrail, Models, SessionAgent};
+use phosphor_agent::{AgentEvent, AgentSettings, FileOp, Models, SessionAgent, SessionState};
 use phosphor_core::MessageStatus;
 use phosphor_core::config::{Engine, InferenceConfig, Options, SummarizeModel};
 use phosphor_embedded::EngineKind;
@@ -36,12 +37,8 @@ async fn gemma3_on_auto_summarizes_a_session_through_the_compaction_path() {
 }
 
 async fn summarizes_through_the_compaction_path(variable: &str, engine: Engine, expected: EngineKind) {
-    let Some(path) = std::env::var_os(variable) else {
-        eprintln!("skipped: {variable} is not set (run `cargo xtask fetch-test-model all`)");
-        return;
-    };
-    let inference =
-        InferenceConfig { enabled: true, model_path: Some(path.into()), engine, ..Default::default() };
+    let Some(path) = phosphor_core::testing::test_model(variable) else { return };
+    let inference = InferenceConfig { enabled: true, model_path: Some(path), engine, ..Default::default() };
     // The session's main model is scripted; the summary comes from the real local model.
     let large = Arc::new(ScriptedModel::new(vec![
         tool_calls_turn(&[("call_1", "read_file", r#"{"path":"src/config.rs"}"#)], None),
@@ -88,10 +85,11 @@ async fn summarizes_through_the_compaction_path(variable: &str, engine: Engine, 
     assert!(summary.is_summary);
     assert_eq!(summary.status, MessageStatus::Complete);
     let text = summary.text_content();
-    assert!(text.split("## Artifact trail").next().unwrap().trim().len() > 10, "{text}");
-    let trail = ArtifactTrail::parse(&text);
+    assert!(text.split("## Session state").next().unwrap().trim().len() > 10, "{text}");
+    let trail = SessionState::parse(&text);
     assert!(
-        trail.files_read.contains("src/config.rs") && trail.files_read.contains("tests/config.rs"),
+        trail.file_op("src/config.rs") == Some(FileOp::Read)
+            && trail.file_op("tests/config.rs") == Some(FileOp::Read),
         "{trail:?}"
     );
     let history = store.history(&session).await.unwrap();

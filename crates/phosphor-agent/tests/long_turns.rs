@@ -101,7 +101,7 @@ async fn fourteen_rounds_over_three_windows_finish_with_compactions_inside_the_t
     // 14 reads of 7 KB (~1,750 tokens each, ~24,500 in all: three 8,000-token windows).
     let prompt = "Read the fourteen modules and tell me which one parses the config.";
     let sizes = [7_000; 14];
-    let run = long_turn(prompt, &sizes, 8_000, 1_000, Options::default()).await;
+    let run = long_turn(prompt, &sizes, 8_000, 1_000, summaries_only()).await;
     let outcome = run.result.unwrap();
     assert_eq!(outcome.final_message.text_content(), "All files read.");
     assert_eq!(outcome.model_calls, 15);
@@ -122,10 +122,61 @@ async fn fourteen_rounds_over_three_windows_finish_with_compactions_inside_the_t
     assert_eq!(run.stored, 1 + 15 + 14 + outcome.compactions.len());
 }
 
+/// Options without observation masking, for the tests of compaction inside a turn.
+fn summaries_only() -> Options {
+    Options { mask_threshold: 0.0, ..Options::default() }
+}
+
+#[tokio::test]
+async fn masking_replaces_summaries_and_sends_fewer_tokens_on_the_same_turn() {
+    let prompt = "Read the fourteen modules and tell me which one parses the config.";
+    let sizes = [7_000; 14];
+    let summaries = long_turn(prompt, &sizes, 8_000, 1_000, summaries_only()).await;
+    let masking = long_turn(prompt, &sizes, 8_000, 1_000, Options::default()).await;
+    let (summarized, masked) = (summaries.result.as_ref().unwrap(), masking.result.as_ref().unwrap());
+    assert_eq!(masked.final_message.text_content(), "All files read.");
+    check_requests(&masking.requests, prompt, 8_000);
+    let sent = |run: &Run| -> u64 {
+        run.requests.iter().chain(&run.summary_requests).map(|r| ApproxCounter.count_request(r)).sum()
+    };
+    let peak = |run: &Run| run.requests.iter().map(|r| ApproxCounter.count_request(r)).max().unwrap_or(0);
+    eprintln!(
+        "14 reads of 7 KB, 8,000-token window: summaries only: {} compactions, {} tokens sent, peak {}; \
+         masking + summaries: {} compactions, {} tokens sent, peak {}",
+        summarized.compactions.len(),
+        sent(&summaries),
+        peak(&summaries),
+        masked.compactions.len(),
+        sent(&masking),
+        peak(&masking)
+    );
+    assert!(
+        masked.compactions.len() < summarized.compactions.len(),
+        "{} compactions with masking, {} without",
+        masked.compactions.len(),
+        summarized.compactions.len()
+    );
+    assert!(
+        sent(&masking) < sent(&summaries),
+        "{} tokens sent with masking, {} without",
+        sent(&masking),
+        sent(&summaries)
+    );
+    // The latest read is always whole; older ones are placeholders naming the call.
+    let last = masking.requests.last().unwrap();
+    let results: Vec<&str> =
+        last.messages.iter().flat_map(|m| m.tool_results().map(|r| r.content.as_str())).collect();
+    assert_eq!(results.last().map(|r| r.len()), Some(7_000));
+    assert!(results[0].starts_with(phosphor_prune::MASKED_PREFIX), "{}", results[0]);
+    assert!(results[0].contains("path=src/file0.rs"), "{}", results[0]);
+    // Nothing stored was lost, and the store keeps every output whole.
+    assert_eq!(masking.stored, 1 + 15 + 14 + masked.compactions.len());
+}
+
 #[tokio::test]
 async fn the_backstop_stops_a_turn_that_would_need_more_compactions() {
     let prompt = "Read everything.";
-    let options = Options { summarize_max_per_turn: 1, ..Options::default() };
+    let options = Options { summarize_max_per_turn: 1, ..summaries_only() };
     let run = long_turn(prompt, &[7_000; 14], 8_000, 1_000, options).await;
     let err = run.result.unwrap_err();
     let message = err.to_string();

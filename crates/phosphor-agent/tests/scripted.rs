@@ -11,8 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::ReadFile;
 use phosphor_agent::{
-    AgentError, AgentEvent, ArtifactTrail, CompactionReason, Models, SUMMARY_PREFIX, SessionAgent, Tool,
-    ToolOutput,
+    AgentError, AgentEvent, AgentSettings, CompactionReason, FileOp, Models, SUMMARY_PREFIX, SessionAgent,
+    SessionState, Tool, ToolOutput,
 };
 use phosphor_core::config::{Options, SummarizeModel};
 use phosphor_core::{
@@ -173,8 +173,8 @@ async fn threshold_trigger_follows_the_spec_steps_and_keeps_the_new_prompt_verba
     assert!(summary.is_summary);
     assert_eq!(summary.status, MessageStatus::Complete);
     assert!(summary.text_content().starts_with("## Goal\nRead the files."));
-    let trail = ArtifactTrail::parse(&summary.text_content());
-    assert_eq!(trail.files_read.len(), 4, "{trail:?}");
+    let trail = SessionState::parse(&summary.text_content());
+    assert_eq!(trail.files.iter().filter(|(_, op)| *op == FileOp::Read).count(), 4, "{trail:?}");
     assert_eq!(summary.usage, usage(900, 20));
     // After the summary the next turn's usage overwrote the fields; the summary's own values are
     // checked in `token_fields_right_after_a_summary`.
@@ -218,13 +218,16 @@ async fn overflow_forces_compaction_even_with_auto_summarize_disabled() {
     let mut scripts = fill_scripts(3);
     scripts.push(text_turn("Summary of three reads.", None));
     scripts.push(text_turn("Done.", None));
-    let options = Options { disable_auto_summarize: true, ..Options::default() };
+    // Masking off: it would clear the old reads and make the compaction unneeded.
+    let options = Options { disable_auto_summarize: true, mask_threshold: 0.0, ..Options::default() };
     let h = harness(ScriptedModel::new(scripts).with_info(info(3000, 200)), options).await;
-    fill(&h, 3).await; // ~1300 tokens: far above 80%? no: 3000*0.8 = 2400; stays below the window
+    fill(&h, 3).await; // ~1,200 tokens with the system prompt and the tool: well inside the window
     assert!(h.store.session(&h.session).await.unwrap().unwrap().summary_message_id.is_none());
-    let outcome = h.agent.run_turn(&h.session, long("big prompt", 7000), None).await.unwrap();
-    let reason = outcome.compactions[0].reason;
-    assert!(matches!(reason, CompactionReason::Overflow | CompactionReason::OutputReserve), "{reason:?}");
+    // A ~2,200-token prompt: with the reads the request passes the 3,000-token window itself (a prompt about
+    // 400 tokens smaller would only cut into the 200-token answer reserve: `OutputReserve`), and alone it still
+    // fits, with that reserve, once the reads are summarized.
+    let outcome = h.agent.run_turn(&h.session, long("big prompt", 8800), None).await.unwrap();
+    assert_eq!(outcome.compactions.first().map(|c| c.reason), Some(CompactionReason::Overflow));
     check_requests(&h.model.requests());
 }
 
@@ -444,13 +447,26 @@ async fn a_summary_dropped_half_way_leaves_the_session_usable() {
     let mut scripts = fill_scripts(2);
     scripts.push((0..50).map(|i| Ok(StreamEvent::TextDelta { text: format!("chunk {i} ") })).collect());
     scripts.push(text_turn("Back.", None));
-    let model = ScriptedModel::new(scripts).with_event_delay(Duration::from_millis(20));
-    let h = harness(model, Options::default()).await;
+    let model = Arc::new(ScriptedModel::new(scripts).with_event_delay(Duration::from_millis(20)));
+    // A file database: the cut may land in the middle of a write, which closes the connection, and an
+    // in-memory database lives only as long as its one connection.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("sessions.db")).await.unwrap());
+    // Every delta is written as it arrives (the default interval is longer than the summary lives), so the
+    // store holds what streamed before the cut.
+    let settings = AgentSettings { persist_interval: Duration::ZERO, ..AgentSettings::default() };
+    let agent = SessionAgent::new(store.clone(), Models::new(model.clone()), Options::default())
+        .with_system_prompt("You are a test agent.")
+        .with_tool(Arc::new(ReadFile { line: "line of code\n", times: 100 }))
+        .with_settings(settings);
+    let session = agent.create_session("").await.unwrap().id;
+    let h = Harness { agent, store, model, session };
     // Fill without delay-sensitive assertions (the delay applies to every call).
     fill(&h, 2).await;
     let before = h.store.session(&h.session).await.unwrap().unwrap();
     let compaction = h.agent.compact(&h.session, None, None);
-    assert!(tokio::time::timeout(Duration::from_millis(150), compaction).await.is_err(), "must be cut off");
+    // 300 ms: the first delta has long been stored, the fiftieth (after 980 ms) is far away.
+    assert!(tokio::time::timeout(Duration::from_millis(300), compaction).await.is_err(), "must be cut off");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(h.store.session(&h.session).await.unwrap().unwrap(), before);
     let outcome = h.agent.run_turn(&h.session, "Still there?", None).await.unwrap();
@@ -458,7 +474,11 @@ async fn a_summary_dropped_half_way_leaves_the_session_usable() {
     let stored = h.store.messages(&h.session).await.unwrap();
     let summary = stored.iter().find(|m| m.is_summary).unwrap();
     assert_eq!(summary.status, MessageStatus::Cancelled);
-    assert!(summary.text_content().is_empty() || summary.text_content().starts_with("chunk 0"));
+    // The partial text stays: the chunks streamed before the cut (the first arrives at once), in order.
+    let text = summary.text_content();
+    let streamed = text.matches("chunk ").count();
+    assert!((1..50).contains(&streamed), "{text:?}");
+    assert_eq!(text, (0..streamed).map(|i| format!("chunk {i} ")).collect::<String>());
     let last = h.model.requests().pop().unwrap();
     check_requests(std::slice::from_ref(&last));
     assert!(!last.messages.iter().any(|m| m.text_content().contains("chunk")));
@@ -496,11 +516,11 @@ async fn three_compaction_cycles_keep_the_trail_and_each_previous_summary() {
     assert!(prompts[1].contains("Summary number 0."));
     assert!(prompts[2].contains("Summary number 1."));
     let last = h.store.message(&summaries[2]).await.unwrap().unwrap();
-    let trail = ArtifactTrail::parse(&last.text_content());
+    let trail = SessionState::parse(&last.text_content());
     for cycle in 0..3 {
         for file in 0..2 {
             let path = format!("src/c{cycle}_file{file}.rs");
-            assert!(trail.files_read.contains(&path), "{path} missing from {trail:?}");
+            assert_eq!(trail.file_op(&path), Some(FileOp::Read), "{path} missing from {trail:?}");
         }
     }
     assert_eq!(h.store.messages(&h.session).await.unwrap().iter().filter(|m| m.is_summary).count(), 3);
@@ -624,13 +644,39 @@ async fn a_file_database_survives_a_restart_and_the_new_agent_continues_from_the
 }
 
 #[tokio::test]
+async fn an_empty_summary_keeps_the_session_state_phosphor_recorded() {
+    let mut scripts = fill_scripts(2);
+    scripts.push(vec![Ok(StreamEvent::Finish { reason: FinishReason::Stop })]);
+    let h = harness(ScriptedModel::new(scripts), Options::default()).await;
+    fill(&h, 2).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let report = h.agent.compact(&h.session, None, Some(&tx)).await.unwrap();
+    drop(tx);
+    let mut warnings = Vec::new();
+    while let Some(event) = rx.recv().await {
+        if let AgentEvent::Warning { message } = event {
+            warnings.push(message);
+        }
+    }
+    assert!(warnings.iter().any(|w| w.contains("returned no text")), "{warnings:?}");
+    let summary = h.store.message(&report.summary_message_id).await.unwrap().unwrap();
+    assert_eq!(summary.status, MessageStatus::Complete);
+    assert!(summary.text_content().starts_with("## Session state\n"), "{}", summary.text_content());
+    let state = SessionState::parse(&summary.text_content());
+    let stored = h.store.messages(&h.session).await.unwrap();
+    let asked: Vec<String> =
+        stored.iter().filter(|m| m.role == Role::User).map(|m| m.text_content()).collect();
+    assert_eq!(state.requests, asked, "every request, verbatim");
+    assert_eq!(state.files.len(), 2, "{state:?}");
+}
+
+#[tokio::test]
 async fn a_summary_that_did_not_finish_never_becomes_history() {
     for broken in [
         vec![
             Ok(StreamEvent::TextDelta { text: "half a summ".into() }),
             Ok(StreamEvent::Finish { reason: FinishReason::Cancelled }),
         ],
-        vec![Ok(StreamEvent::Finish { reason: FinishReason::Stop })],
         vec![
             Ok(StreamEvent::TextDelta { text: "filtered".into() }),
             Ok(StreamEvent::Finish { reason: FinishReason::ContentFilter }),
@@ -675,7 +721,9 @@ async fn no_room_for_the_answer_forces_a_compaction_below_the_threshold() {
     let mut scripts = fill_scripts(3);
     scripts.push(text_turn("Summary.", None));
     scripts.push(text_turn("Answer.", None));
-    let h = harness(ScriptedModel::new(scripts).with_info(info(4000, 1000)), Options::default()).await;
+    // Masking off: it would clear the old reads and make the compaction unneeded.
+    let options = Options { mask_threshold: 0.0, ..Options::default() };
+    let h = harness(ScriptedModel::new(scripts).with_info(info(4000, 1000)), options).await;
     fill(&h, 3).await;
     let outcome = h.agent.run_turn(&h.session, long("question", 7400), None).await.unwrap();
     assert_eq!(outcome.compactions.first().map(|c| c.reason), Some(CompactionReason::OutputReserve));

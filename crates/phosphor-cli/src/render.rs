@@ -50,6 +50,12 @@ impl Renderer {
                 shed_level,
                 ..
             } => self.line(&compacted_line(model, *tokens_before, *tokens_after, *duration_ms, *shed_level)),
+            AgentEvent::OutputsMasked { outputs, tokens_before, tokens_after, .. } => self.line(&format!(
+                "⟳ masked {outputs} old tool output{}: {} → {} tokens",
+                if *outputs == 1 { "" } else { "s" },
+                thousands(*tokens_before),
+                thousands(*tokens_after)
+            )),
             AgentEvent::CompactionFailed { error } => self.line(&format!("⟳ compaction failed: {error}")),
             AgentEvent::Warning { message } => self.line(&format!("warning: {message}")),
             AgentEvent::TurnFinished { .. } => self.end_line(),
@@ -164,6 +170,12 @@ mod tests {
                 content: "a\nb\nc".into(),
                 is_error: false,
             }),
+            AgentEvent::OutputsMasked {
+                masked_until: "m9".into(),
+                outputs: 12,
+                tokens_before: 95_000,
+                tokens_after: 91_234,
+            },
             AgentEvent::CompactionStarted {
                 reason: CompactionReason::Threshold,
                 model: "mini".into(),
@@ -185,7 +197,7 @@ mod tests {
         }
         assert_eq!(
             String::from_utf8(screen.0.lock().unwrap().clone()).unwrap(),
-            "Let me look.\n→ read_file src/lib.rs\n← 3 lines\n⟳ compacting 91,234 tokens with mini (threshold reached)…\n\
+            "Let me look.\n→ read_file src/lib.rs\n← 3 lines\n⟳ masked 12 old tool outputs: 95,000 → 91,234 tokens\n⟳ compacting 91,234 tokens with mini (threshold reached)…\n\
              ⟳ compacted 91,234 → 3,120 tokens with gpt-4.1-mini in 4.2s\nDone.\n"
         );
     }

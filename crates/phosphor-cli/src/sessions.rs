@@ -100,16 +100,34 @@ pub async fn list(store: &dyn SessionStore, db: &Path, json: bool, limit: usize)
 pub async fn show(store: &dyn SessionStore, given: &str, full: bool) -> Result<String> {
     let session = find_session(store, given).await?;
     let history = store.history(&session.id).await?;
+    // Observation masking: the tool outputs of the history up to `masked_until` are shown to the
+    // model as placeholders.
+    let masked_end = session
+        .masked_until
+        .as_deref()
+        .and_then(|id| history.iter().position(|m| m.id == id))
+        .map_or(0, |at| at + 1);
+    let masked: HashSet<&str> = history[..masked_end]
+        .iter()
+        .filter(|m| m.tool_results().next().is_some())
+        .map(|m| m.id.as_str())
+        .collect();
     let mut out = format!(
-        "session {} · {} · {} tokens{}\n",
+        "session {} · {} · {} tokens{}{}\n",
         session.id,
         if session.title.is_empty() { "(untitled)" } else { &session.title },
         thousands(session.current_tokens),
         match &session.summary_message_id {
             Some(_) => " · compacted",
             None => "",
+        },
+        match masked.len() {
+            0 => String::new(),
+            1 => " · 1 old tool output masked".to_owned(),
+            n => format!(" · {n} old tool outputs masked"),
         }
     );
+    let masked_note = |message: &Message| masked.contains(message.id.as_str()).then(|| "masked".to_owned());
     if full {
         let in_view: HashSet<&str> = history.iter().map(|m| m.id.as_str()).collect();
         let messages = store.messages(&session.id).await?;
@@ -117,7 +135,7 @@ pub async fn show(store: &dyn SessionStore, given: &str, full: bool) -> Result<S
             let note = if message.is_summary {
                 summary_note(message, session.summary_message_id.as_deref())
             } else if in_view.contains(message.id.as_str()) {
-                None
+                masked_note(message)
             } else if message.status.is_complete() {
                 Some("compacted".to_owned())
             } else {
@@ -127,7 +145,7 @@ pub async fn show(store: &dyn SessionStore, given: &str, full: bool) -> Result<S
         }
     } else {
         for message in &history {
-            render_message(&mut out, message, None);
+            render_message(&mut out, message, masked_note(message).as_deref());
         }
     }
     Ok(out)
@@ -272,6 +290,34 @@ mod tests {
              ── user ──\nNow the docs\n\
              ── summary ──\n## Goal\nFix the test (done).\n"
         );
+    }
+
+    #[tokio::test]
+    async fn show_marks_the_tool_outputs_the_model_sees_masked() {
+        let store = SqliteStore::in_memory().await.unwrap();
+        let mut session = Session::new("0190-cccc", "Masked", 1);
+        store.create_session(&session).await.unwrap();
+        let call = |id: &str| ToolCall { id: id.into(), name: "read_file".into(), arguments: "{}".into() };
+        let messages = vec![
+            Message::user("Read both").with_id("n1"),
+            Message::new(Role::Assistant, vec![Part::ToolCall(call("c1"))]).with_id("n2"),
+            Message::tool_result("c1", "read_file", "old", false).with_id("n3"),
+            Message::new(Role::Assistant, vec![Part::ToolCall(call("c2"))]).with_id("n4"),
+            Message::tool_result("c2", "read_file", "new", false).with_id("n5"),
+        ];
+        for message in messages {
+            store.append_message(&Message { session_id: session.id.clone(), ..message }).await.unwrap();
+        }
+        session.masked_until = Some("n4".into());
+        store.update_session(&session).await.unwrap();
+        let shown = show(&store, "0190-cccc", false).await.unwrap();
+        assert!(
+            shown.starts_with("session 0190-cccc · Masked · 0 tokens · 1 old tool output masked\n"),
+            "{shown}"
+        );
+        assert!(shown.contains("── tool · read_file (masked) ──\nold\n"), "{shown}");
+        assert!(shown.contains("── tool · read_file ──\nnew\n"), "{shown}");
+        assert_eq!(show(&store, "0190-cccc", true).await.unwrap(), shown, "nothing compacted: the same view");
     }
 
     #[tokio::test]

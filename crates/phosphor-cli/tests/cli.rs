@@ -276,7 +276,10 @@ async fn a_run_that_crosses_the_threshold_compacts_and_show_marks_the_summary() 
     let after_header: Vec<&str> = shown.lines().skip(1).collect();
     assert_eq!(after_header[0], "── summary ──");
     assert_eq!(after_header[1], "## Goal");
-    assert!(!after_header.iter().any(|line| line.contains("FIRST")), "{shown}");
+    // The first prompt is folded: it is no longer a message of the history, only the first of the
+    // user requests the summary's session-state trail quotes verbatim.
+    assert!(!shown.contains("── user ──\nFIRST"), "{shown}");
+    assert!(shown.contains("## Session state\nUser requests (newest first):\n1. FIRST"), "{shown}");
     assert!(shown.contains(&format!("── user ──\n{}", second.trim_end())), "{shown}");
     assert!(shown.ends_with("── assistant · mock-large ──\nSecond answer.\n"), "{shown}");
 
@@ -313,7 +316,8 @@ async fn a_run_with_fourteen_tool_rounds_compacts_inside_the_turn_and_finishes()
     .await;
     let model = |name: &str| json!({ "provider": name, "model": format!("mock-{name}"), "context_window": 8_000, "max_output_tokens": 1_000 });
     let config = json!({
-        "options": { "summarize_model": "small" },
+        // Summaries only: masking is measured by the agent's long-turn tests.
+        "options": { "summarize_model": "small", "mask_threshold": 0 },
         "providers": {
             "large": { "base_url": large.base_url(), "api_key_env": KEY_VAR },
             "small": { "base_url": small.base_url(), "api_key_env": KEY_VAR }

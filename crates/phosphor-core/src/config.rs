@@ -67,6 +67,20 @@ pub struct Options {
     /// compaction per model response at most, already makes loops impossible). At least 1.
     #[schemars(range(min = 1))]
     pub summarize_max_per_turn: u32,
+    /// Tokens the session-state trail appended to every summary may take (the user's requests,
+    /// the plan, files, commands); at most an eighth of the session model's window is used. At
+    /// least [`MIN_STATE_TOKENS`].
+    #[schemars(range(min = 256))]
+    pub summarize_state_max_tokens: u64,
+    /// Observation masking: at this fraction of the context window, the oldest tool outputs in
+    /// the request are replaced by one-line placeholders (the store keeps them whole), before any
+    /// summary is written. 0 turns it off. Below `summarize_threshold` it saves summaries; at or
+    /// above it, it runs just before a summary and may make it unneeded.
+    #[schemars(range(min = 0, max = 1))]
+    pub mask_threshold: f64,
+    /// Tokens of the newest tool outputs that masking leaves whole (at most an eighth of the
+    /// window is used).
+    pub mask_keep_recent_tokens: u64,
     /// The prompt profile (`.phosphor/profiles/<profile>/summarization.md.tpl`).
     // The pattern states the rule of `check_profile_name`.
     #[schemars(pattern(r"^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$"))]
@@ -83,10 +97,16 @@ impl Default for Options {
             summarize_tool_output_aggressive_chars: 50,
             summarize_keep_recent_tokens: 0,
             summarize_max_per_turn: 8,
+            summarize_state_max_tokens: 8_000,
+            mask_threshold: 0.6,
+            mask_keep_recent_tokens: 8_000,
             profile: "default".to_owned(),
         }
     }
 }
+
+/// The smallest `options.summarize_state_max_tokens`: room for the newest request, cut short.
+pub const MIN_STATE_TOKENS: u64 = 256;
 
 /// Which model handles compaction.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -669,6 +689,8 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
     const AGGRESSIVE: &str = "options.summarize_tool_output_aggressive_chars";
     const PROFILE: &str = "options.profile";
     const MAX_PER_TURN: &str = "options.summarize_max_per_turn";
+    const STATE_TOKENS: &str = "options.summarize_state_max_tokens";
+    const MASK: &str = "options.mask_threshold";
     const SUMMARIZE_MODEL: &str = "options.summarize_model";
     const ENABLED: &str = "embedded_models.inference.enabled";
     const MODEL_REPO: &str = "embedded_models.inference.model_repo";
@@ -706,6 +728,18 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
 
     if options.summarize_max_per_turn == 0 {
         return Err(invalid(MAX_PER_TURN, 0.into(), OUT_OF_RANGE, "a whole number >= 1".to_owned()));
+    }
+    let mask = options.mask_threshold;
+    if !(0.0..=1.0).contains(&mask) {
+        return Err(invalid(MASK, mask.into(), OUT_OF_RANGE, "0 (off), or a number > 0 and <= 1".to_owned()));
+    }
+    if options.summarize_state_max_tokens < MIN_STATE_TOKENS {
+        return Err(invalid(
+            STATE_TOKENS,
+            options.summarize_state_max_tokens.into(),
+            OUT_OF_RANGE,
+            format!("a whole number >= {MIN_STATE_TOKENS}"),
+        ));
     }
 
     if let Err(reason) = check_profile_name(&options.profile) {
@@ -880,6 +914,9 @@ mod tests {
                 "summarize_tool_output_aggressive_chars": 50,
                 "summarize_keep_recent_tokens": 0,
                 "summarize_max_per_turn": 8,
+                "summarize_state_max_tokens": 8000,
+                "mask_threshold": 0.6,
+                "mask_keep_recent_tokens": 8000,
                 "profile": "default"
             },
             "embedded_models": { "inference": { "enabled": false, "gpu": false, "engine": "auto" } },
@@ -921,6 +958,20 @@ mod tests {
         check_error(
             r#"{ "options": { "summarize_max_per_turn": 0 } }"#,
             "/cfg/phosphor.json: options.summarize_max_per_turn: 0 is out of range; allowed: a whole number >= 1",
+        );
+        for value in ["-1", "1.5"] {
+            check_error(
+                &format!(r#"{{ "options": {{ "mask_threshold": {value} }} }}"#),
+                &format!(
+                    "/cfg/phosphor.json: options.mask_threshold: {value} is out of range; \
+                     allowed: 0 (off), or a number > 0 and <= 1"
+                ),
+            );
+        }
+        check_error(
+            r#"{ "options": { "summarize_state_max_tokens": 100 } }"#,
+            "/cfg/phosphor.json: options.summarize_state_max_tokens: 100 is out of range; \
+             allowed: a whole number >= 256",
         );
         check_error(
             r#"{ "options": { "summarize_tool_output_aggressive_chars": 0 } }"#,

@@ -1129,13 +1129,10 @@ mod hf {
         }
 
         /// The real model fetched for integration tests (SmolLM2-135M, a `gpt2`/`smollm`
-        /// tokenizer), when `PHOSPHOR_TEST_MODEL` names it.
+        /// tokenizer), when `PHOSPHOR_TEST_MODEL` names it (see [`crate::testing::test_model`]).
         #[test]
         fn counts_with_the_test_models_tokenizer_when_present() {
-            let Some(path) = std::env::var_os("PHOSPHOR_TEST_MODEL") else {
-                eprintln!("skipped: PHOSPHOR_TEST_MODEL is not set");
-                return;
-            };
+            let Some(path) = crate::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
             let file = std::fs::File::open(&path).unwrap();
             let meta = GgufMetadata::read(std::io::BufReader::new(file)).unwrap();
             let counter = HfCounter::from_gguf(&meta).unwrap();

@@ -799,13 +799,11 @@ pub(crate) mod tests {
         assert!(matches!(err, GgufError::TooDeep { max: MAX_ARRAY_DEPTH, .. }), "{err}");
     }
 
-    /// The real model fetched for integration tests, when `PHOSPHOR_TEST_MODEL` names it.
+    /// The real model fetched for integration tests, when `PHOSPHOR_TEST_MODEL` names it (see
+    /// [`crate::testing::test_model`]).
     #[test]
     fn reads_the_test_model_when_present() {
-        let Some(path) = std::env::var_os("PHOSPHOR_TEST_MODEL") else {
-            eprintln!("skipped: PHOSPHOR_TEST_MODEL is not set");
-            return;
-        };
+        let Some(path) = crate::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
         let file = std::fs::File::open(&path).unwrap();
         let meta = GgufMetadata::read(io::BufReader::new(file)).unwrap();
         assert_eq!((meta.architecture(), meta.context_length()), (Some("llama"), Some(8192)));

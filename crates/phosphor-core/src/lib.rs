@@ -19,6 +19,8 @@ pub mod gguf;
 pub mod message;
 pub mod model;
 pub mod openai;
+#[doc(hidden)]
+pub mod testing;
 pub mod time;
 
 pub mod tokens;

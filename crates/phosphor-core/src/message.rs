@@ -380,6 +380,10 @@ pub struct Session {
     pub completion_tokens: u64,
     /// Estimated tokens of the history a model would be shown now.
     pub current_tokens: u64,
+    /// Observation masking: the tool outputs of the history up to and including this message are
+    /// shown to a model as one-line placeholders (the stored messages are untouched). `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masked_until: Option<String>,
     /// Creation time, Unix milliseconds.
     pub created_at: i64,
     /// Last change, Unix milliseconds.
@@ -396,6 +400,7 @@ impl Session {
             prompt_tokens: 0,
             completion_tokens: 0,
             current_tokens: 0,
+            masked_until: None,
             created_at: now_ms,
             updated_at: now_ms,
         }

@@ -1,5 +1,6 @@
 //! A model only llama.cpp runs: Gemma 3 270M (Q4_K_M) from `PHOSPHOR_TEST_GEMMA`
-//! (`cargo xtask fetch-test-model gemma3`). Skipped, saying so, when the variable is unset (CI sets it).
+//! (`cargo xtask fetch-test-model gemma3`). Skipped, saying so, when the variable is unset, and failed instead
+//! under `cargo xtask ci` (see `phosphor_core::testing::test_model`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,11 +16,7 @@ use pretty_assertions::assert_eq;
 const GEMMA3_CONTEXT: u64 = 32768;
 
 fn gemma() -> Option<PathBuf> {
-    let path = std::env::var_os("PHOSPHOR_TEST_GEMMA").map(PathBuf::from);
-    if path.is_none() {
-        eprintln!("skipped: PHOSPHOR_TEST_GEMMA is not set (run `cargo xtask fetch-test-model gemma3`)");
-    }
-    path
+    phosphor_core::testing::test_model("PHOSPHOR_TEST_GEMMA")
 }
 
 fn config(path: PathBuf, engine: Engine) -> InferenceConfig {

@@ -138,13 +138,10 @@ fn has_gguf(dir: &Path) -> bool {
     })
 }
 
-/// The test model (`cargo xtask fetch-test-model`), when `PHOSPHOR_TEST_MODEL` names it.
+/// The test model (`cargo xtask fetch-test-model`), when `PHOSPHOR_TEST_MODEL` names it (see
+/// `phosphor_core::testing::test_model`).
 fn test_model() -> Option<PathBuf> {
-    let path = std::env::var_os("PHOSPHOR_TEST_MODEL").map(PathBuf::from);
-    if path.is_none() {
-        eprintln!("skipped: PHOSPHOR_TEST_MODEL is not set (run `cargo xtask fetch-test-model`)");
-    }
-    path
+    phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL")
 }
 
 /// Lays out `huggingface_hub`'s cache under `home` with `model` as `repo`'s `file`, linked from a blob.

@@ -1,6 +1,6 @@
 //! The embedded backend on a real model: SmolLM2-135M-Instruct from `PHOSPHOR_TEST_MODEL`
 //! (`cargo xtask fetch-test-model`), on each engine compiled in. Every test is skipped, saying so, when the
-//! variable is unset (CI sets it).
+//! variable is unset, and fails instead under `cargo xtask ci` (see `phosphor_core::testing::test_model`).
 //!
 //! All tests share one process, so they share one engine per kind (the process-wide cache is part of what is
 //! tested).
@@ -25,11 +25,7 @@ const SMOLLM2_CONTEXT: u64 = 8192;
 const MAX_TOKENS: u64 = 48;
 
 fn test_model() -> Option<PathBuf> {
-    let path = std::env::var_os("PHOSPHOR_TEST_MODEL").map(PathBuf::from);
-    if path.is_none() {
-        eprintln!("skipped: PHOSPHOR_TEST_MODEL is not set (run `cargo xtask fetch-test-model`)");
-    }
-    path
+    phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL")
 }
 
 /// Settings that would fail any network use: offline, in an empty cache.

@@ -26,7 +26,7 @@ pub struct SummaryContext {
     pub model: String,
     /// The workspace directory, if the session has one.
     pub workspace: Option<String>,
-    /// Files the session read or changed, from the deterministic artifact trail: the summary must keep them.
+    /// Files the session read or changed, from the deterministic session-state trail: the summary must keep them.
     pub files: Vec<String>,
     /// Names of the tools the session used.
     pub tools_used: Vec<String>,

@@ -1,6 +1,6 @@
 //! Pure transformations of a message history before it is sent to a model: pruning of tool
-//! outputs and tool-call arguments, tool-call pairing repair, turn boundaries and the overflow
-//! ladder's last rungs.
+//! outputs and tool-call arguments, observation masking, tool-call pairing repair, turn
+//! boundaries and the overflow ladder's last rungs.
 //!
 //! Nothing here does I/O or copies a message it leaves alone: the functions take and return
 //! [`Cow`]s, so an unchanged message is the caller's own `&Message`.
@@ -36,6 +36,7 @@ use phosphor_core::tokens::TokenCounter;
 
 mod arguments;
 mod ladder;
+mod masking;
 mod pairing;
 #[doc(hidden)]
 pub mod synthetic;
@@ -47,6 +48,7 @@ pub use arguments::{
     COMMAND_KEYS, IDENTIFYING_MAX_CHARS, PATH_KEYS, PATHS_KEYS, is_identifying_key, prune_arguments,
 };
 pub use ladder::{OMITTED_OUTPUT, drop_oldest_turns, omit_oldest_tool_outputs};
+pub use masking::{MASKED_PREFIX, mask_tool_outputs, masked_output};
 pub use pairing::{INTERRUPTED_RESULT, PairingViolation, check_tool_pairing, repair_tool_pairing};
 pub use turns::{keep_recent_split, keep_recent_split_by, turn_starts};
 

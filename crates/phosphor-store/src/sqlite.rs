@@ -22,6 +22,7 @@ use crate::error::{Result, StoreError};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_init.sql", include_str!("../migrations/0001_init.sql")),
     ("0002_pinned_message.sql", include_str!("../migrations/0002_pinned_message.sql")),
+    ("0003_masked_until.sql", include_str!("../migrations/0003_masked_until.sql")),
 ];
 
 /// How long a connection waits for another writer's lock before failing with `database is locked`.
@@ -42,7 +43,8 @@ macro_rules! message_columns {
 /// The columns of a session row, in the order [`session_from_row`] reads them.
 macro_rules! session_columns {
     () => {
-        "id, title, summary_message_id, prompt_tokens, completion_tokens, current_tokens, created_at, updated_at"
+        "id, title, summary_message_id, prompt_tokens, completion_tokens, current_tokens, created_at, updated_at, \
+         masked_until"
     };
 }
 
@@ -234,11 +236,21 @@ impl SessionStore for SqliteStore {
                 ),
             });
         }
+        if let Some(masked) = &session.masked_until {
+            return Err(StoreError::Invalid {
+                id: session.id.clone(),
+                field: "masked_until",
+                reason: format!(
+                    "a new session has no messages, so it cannot mask up to message {masked}; \
+                     create it with none and set it with update_session"
+                ),
+            });
+        }
         let row = SessionRow::encode(session)?;
         sqlx::query(concat!(
             "INSERT INTO sessions (",
             session_columns!(),
-            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
         ))
         .bind(&session.id)
         .bind(&session.title)
@@ -248,6 +260,7 @@ impl SessionStore for SqliteStore {
         .bind(row.current_tokens)
         .bind(session.created_at)
         .bind(session.updated_at)
+        .bind(&session.masked_until)
         .execute(&self.pool)
         .await
         .map_err(|e| {
@@ -480,9 +493,23 @@ async fn write_session(conn: &mut SqliteConnection, session: &Session) -> Result
     if let Some(summary_id) = &session.summary_message_id {
         check_summary_pointer(&mut *conn, session, summary_id).await?;
     }
+    if let Some(masked) = &session.masked_until {
+        let invalid =
+            |reason: String| StoreError::Invalid { id: session.id.clone(), field: "masked_until", reason };
+        match fetch_message(&mut *conn, masked).await? {
+            None => return Err(invalid(format!("message {masked} does not exist"))),
+            Some(message) if message.session_id != session.id => {
+                return Err(invalid(format!(
+                    "message {masked} belongs to session {}; masking names a message of this session",
+                    message.session_id
+                )));
+            }
+            Some(_) => {}
+        }
+    }
     let result = sqlx::query(
         "UPDATE sessions SET title = ?2, summary_message_id = ?3, prompt_tokens = ?4, completion_tokens = ?5, \
-         current_tokens = ?6, created_at = ?7, updated_at = ?8 WHERE id = ?1",
+         current_tokens = ?6, created_at = ?7, updated_at = ?8, masked_until = ?9 WHERE id = ?1",
     )
     .bind(&session.id)
     .bind(&session.title)
@@ -492,6 +519,7 @@ async fn write_session(conn: &mut SqliteConnection, session: &Session) -> Result
     .bind(row.current_tokens)
     .bind(session.created_at)
     .bind(session.updated_at)
+    .bind(&session.masked_until)
     .execute(&mut *conn)
     .await
     .map_err(|e| StoreError::database(format_args!("updating session {}", session.id), e))?;
@@ -639,6 +667,7 @@ fn session_from_row(row: &SqliteRow) -> Result<Session> {
         prompt_tokens: count("prompt_tokens")?,
         completion_tokens: count("completion_tokens")?,
         current_tokens: count("current_tokens")?,
+        masked_until: column(row, &id, "masked_until")?,
         created_at: column(row, &id, "created_at")?,
         updated_at: column(row, &id, "updated_at")?,
         id,
@@ -729,7 +758,10 @@ mod tests {
     fn migration_file_names_parse() {
         let versions: Vec<(i64, String)> =
             migrations().iter().map(|m| (m.version, m.description.to_string())).collect();
-        assert_eq!(versions, vec![(1, "init".to_owned()), (2, "pinned message".to_owned())]);
+        assert_eq!(
+            versions,
+            vec![(1, "init".to_owned()), (2, "pinned message".to_owned()), (3, "masked until".to_owned())]
+        );
         for (index, (file, _)) in MIGRATIONS.iter().enumerate() {
             let version: i64 = file.split('_').next().and_then(|v| v.parse().ok()).expect(file);
             assert_eq!(version, index as i64 + 1, "migrations are numbered 1, 2, ... in order: {file}");

@@ -116,6 +116,7 @@ async fn sessions_round_trip() {
         prompt_tokens: 1,
         completion_tokens: 2,
         current_tokens: i64::MAX as u64,
+        masked_until: None,
         created_at: -5,
         updated_at: 9,
     };
@@ -499,7 +500,13 @@ async fn a_file_database_survives_reopening() {
     store.append_message(&sum).await.unwrap();
     session.summary_message_id = Some("sum".to_owned());
     session.current_tokens = 4;
+    session.masked_until = Some("m1".to_owned());
     store.update_session(&session).await.unwrap();
+    let ghost = Session { masked_until: Some("nope".to_owned()), ..session.clone() };
+    assert!(matches!(
+        store.update_session(&ghost).await,
+        Err(StoreError::Invalid { field: "masked_until", .. })
+    ));
     store.close().await;
 
     let store = SqliteStore::open(&path).await.unwrap();
@@ -515,7 +522,7 @@ async fn a_file_database_survives_reopening() {
         .fetch_all(&mut conn)
         .await
         .unwrap();
-    assert_eq!(versions, vec![1, 2]);
+    assert_eq!(versions, vec![1, 2, 3]);
     conn.close().await.unwrap();
 }
 

@@ -1,0 +1,924 @@
+//! The session-state trail: what a continuing agent needs whatever the summarizing model writes.
+//! Phosphor, not the model, writes it from the folded messages and appends it to every summary:
+//!
+//! - the user's requests, verbatim, newest first (a long one cut with the truncation marker);
+//! - the current plan: the items and statuses of the latest plan a tool call wrote;
+//! - files with their last change (or `read` when never changed);
+//! - commands with their outcome (exit status, the first error line of a failure);
+//! - errors of other tools.
+//!
+//! Each compaction parses the previous summary's trail, adds what the folded messages show, and
+//! renders the result within a token budget ([`crate::policy::state_budget`]): requests get at least
+//! half of it, the other sections the rest, and whichever needs less leaves its share to the other.
+//! The rules that recognise files, commands and plans are documented in docs/ARCHITECTURE.md
+//! ("The session-state trail").
+
+use std::collections::HashMap;
+
+use phosphor_core::{Message, Part, Role, TokenCounter};
+use phosphor_prune::{COMMAND_KEYS, PATH_KEYS, PATHS_KEYS, truncate_chars};
+use serde_json::Value;
+
+/// The heading that starts the trail inside a summary. Parsing relies on it; do not translate it.
+pub const STATE_HEADING: &str = "## Session state";
+/// The heading of summaries written before the trail held requests and the plan; still parsed.
+const LEGACY_HEADING: &str = "## Artifact trail";
+
+/// Most recent commands kept (before the token budget trims further).
+const MAX_COMMANDS: usize = 40;
+/// Most recent errors kept.
+const MAX_ERRORS: usize = 20;
+/// Characters kept of one command, error line, plan item or path.
+const MAX_LINE_CHARS: usize = 200;
+/// Characters kept of a request that is cut to fit the budget are at least this many.
+const MIN_REQUEST_CHARS: usize = 100;
+
+const SECTION_REQUESTS: &str = "User requests (newest first):";
+const SECTION_PLAN: &str = "Plan (latest):";
+const SECTION_FILES: &str = "Files:";
+const SECTION_COMMANDS: &str = "Commands:";
+const SECTION_ERRORS: &str = "Errors seen:";
+const LEGACY_READ: &str = "Files read:";
+const LEGACY_WRITTEN: &str = "Files written:";
+const LEGACY_COMMANDS: &str = "Commands run:";
+const SECTIONS: &[&str] = &[
+    SECTION_REQUESTS,
+    SECTION_PLAN,
+    SECTION_FILES,
+    SECTION_COMMANDS,
+    SECTION_ERRORS,
+    LEGACY_READ,
+    LEGACY_WRITTEN,
+    LEGACY_COMMANDS,
+];
+/// Continuation lines of a multi-line request are indented by this.
+const INDENT: &str = "   ";
+/// Between a command and its outcome.
+const OUTCOME_ARROW: &str = " → ";
+
+/// What happened to a file last (a read never hides an earlier change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileOp {
+    /// Only read (or listed, searched).
+    Read,
+    /// Changed in place (an edit, a patch, a replacement).
+    Edited,
+    /// Written whole or created.
+    Written,
+    /// Deleted.
+    Deleted,
+    /// Moved or renamed (both the old and the new path).
+    Moved,
+}
+
+impl FileOp {
+    const ALL: [FileOp; 5] = [FileOp::Read, FileOp::Edited, FileOp::Written, FileOp::Deleted, FileOp::Moved];
+
+    /// The word the trail shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileOp::Read => "read",
+            FileOp::Edited => "edited",
+            FileOp::Written => "written",
+            FileOp::Deleted => "deleted",
+            FileOp::Moved => "moved",
+        }
+    }
+
+    fn parse(word: &str) -> Option<FileOp> {
+        FileOp::ALL.into_iter().find(|op| op.as_str() == word)
+    }
+}
+
+/// One item of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanItem {
+    /// As the tool wrote it (`pending`, `in_progress`, `completed`, ...).
+    pub status: String,
+    /// What the item says.
+    pub text: String,
+}
+
+/// A command and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandRun {
+    /// The command line (one line, clipped).
+    pub command: String,
+    /// `ok`, `exit 101: error[E0308]: ...`, or empty when no result was seen.
+    pub outcome: String,
+}
+
+/// The session-state trail (see the module documentation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionState {
+    /// The user's requests, oldest first.
+    pub requests: Vec<String>,
+    /// The latest plan written through a tool.
+    pub plan: Vec<PlanItem>,
+    /// Files and their last operation, least recently touched first.
+    pub files: Vec<(String, FileOp)>,
+    /// Commands run, oldest first, each once (with its latest outcome).
+    pub commands: Vec<CommandRun>,
+    /// Errors of tools that are not commands, oldest first.
+    pub errors: Vec<String>,
+}
+
+impl SessionState {
+    /// Collects the state `messages` show: user requests, plans, files and commands from tool
+    /// calls, outcomes from their results.
+    pub fn collect<'a>(messages: impl IntoIterator<Item = &'a Message>) -> SessionState {
+        let mut state = SessionState::default();
+        // Calls by id, so that a result finds its command.
+        let mut pending: HashMap<String, usize> = HashMap::new();
+        for message in messages {
+            if message.role == Role::User && !message.is_summary {
+                state.push_request(message.text_content().trim());
+            }
+            for part in &message.parts {
+                match part {
+                    Part::ToolCall(call) => {
+                        if let Some(index) = state.add_call(&call.name, &call.arguments) {
+                            pending.insert(call.id.clone(), index);
+                        }
+                    }
+                    Part::ToolResult(result) => match pending.remove(&result.call_id) {
+                        Some(index) => {
+                            state.commands[index].outcome = outcome(&result.content, result.is_error);
+                        }
+                        None if result.is_error => {
+                            state.push_error(format!("{}: {}", result.name, error_line(&result.content)));
+                        }
+                        None => {}
+                    },
+                    _ => {}
+                }
+            }
+        }
+        state
+    }
+
+    fn push_request(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.requests.retain(|r| r != text);
+        self.requests.push(text.to_owned());
+    }
+
+    /// Records one call; returns the index of the command it ran, if it ran one.
+    fn add_call(&mut self, tool: &str, arguments: &str) -> Option<usize> {
+        let Ok(args) = serde_json::from_str::<Value>(arguments) else { return None };
+        if let Some(plan) = find_plan(&args, 0) {
+            self.plan = plan;
+        }
+        let mut found = Found::default();
+        scan(&args, &mut found, 0);
+        let op = file_op(tool, &args, &found);
+        for path in found.paths {
+            self.touch(path, op);
+        }
+        for (path, op) in found.patch_files {
+            self.touch(path, op);
+        }
+        // A text editor's `command` (`view`, `str_replace`) names its operation, not a shell command.
+        if editor_command(&args).is_some() {
+            return None;
+        }
+        let command = found.commands.into_iter().next_back()?;
+        Some(self.push_command(CommandRun { command, outcome: String::new() }))
+    }
+
+    fn touch(&mut self, path: String, op: FileOp) {
+        let path = clip(&path);
+        let previous = self.files.iter().position(|(p, _)| *p == path).map(|at| self.files.remove(at).1);
+        let op = match previous {
+            Some(changed) if op == FileOp::Read && changed != FileOp::Read => changed,
+            _ => op,
+        };
+        self.files.push((path, op));
+    }
+
+    fn push_command(&mut self, run: CommandRun) -> usize {
+        let run = CommandRun { command: clip(&run.command), outcome: run.outcome };
+        self.commands.retain(|c| c.command != run.command);
+        self.commands.push(run);
+        if self.commands.len() > MAX_COMMANDS {
+            self.commands.remove(0);
+        }
+        self.commands.len() - 1
+    }
+
+    fn push_error(&mut self, error: String) {
+        self.errors.push(clip(&error));
+        if self.errors.len() > MAX_ERRORS {
+            self.errors.remove(0);
+        }
+    }
+
+    /// Adds `newer` on top of this (older) state.
+    pub fn merge(&mut self, newer: SessionState) {
+        for request in newer.requests {
+            self.push_request(&request);
+        }
+        if !newer.plan.is_empty() {
+            self.plan = newer.plan;
+        }
+        for (path, op) in newer.files {
+            self.touch(path, op);
+        }
+        for run in newer.commands {
+            self.push_command(run);
+        }
+        for error in newer.errors {
+            self.push_error(error);
+        }
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+            && self.plan.is_empty()
+            && self.files.is_empty()
+            && self.commands.is_empty()
+            && self.errors.is_empty()
+    }
+
+    /// The last operation on `path`, if the trail has it.
+    pub fn file_op(&self, path: &str) -> Option<FileOp> {
+        self.files.iter().rev().find(|(p, _)| p == path).map(|(_, op)| *op)
+    }
+
+    /// Every file path, changed ones first, each group most recently touched first.
+    pub fn file_paths(&self) -> Vec<String> {
+        let changed = self.files.iter().rev().filter(|(_, op)| *op != FileOp::Read);
+        let read = self.files.iter().rev().filter(|(_, op)| *op == FileOp::Read);
+        changed.chain(read).map(|(p, _)| p.clone()).collect()
+    }
+
+    /// The trail as markdown, starting with [`STATE_HEADING`], within `budget` tokens of `counter`
+    /// (the heading and one request, cut short if need be, always fit). Requests get at least half
+    /// of the budget; the other sections drop their oldest lines first (errors, then commands, then
+    /// read files, then changed files, then plan items) when they do not fit theirs.
+    pub fn render(&self, budget: u64, counter: &dyn TokenCounter) -> String {
+        let line_cost = |line: &str| counter.count_text(line) + 1;
+        let mut others = Sections::of(self);
+        let mut others_cost: u64 = others.lines().map(|(_, l)| line_cost(l)).sum();
+        let headings_cost = line_cost(STATE_HEADING) + SECTIONS.len() as u64;
+
+        // Requests: newest first, while they fit what the other sections leave (at least half).
+        let request_budget = budget.saturating_sub(headings_cost + others_cost.min(budget / 2));
+        // One request may take half of that, so that a pasted log does not hide every earlier ask.
+        let per_request = request_budget / 2;
+        let mut requests = Vec::new();
+        let mut spent = 0;
+        for (number, request) in self.requests.iter().rev().enumerate() {
+            let room = request_budget.saturating_sub(spent);
+            let item = request_item(number + 1, request);
+            let cost = line_cost(&item);
+            if cost <= room.min(per_request) {
+                spent += cost;
+                requests.push(item);
+                continue;
+            }
+            // Too long: cut to its share. The newest request always shows; an older one when a
+            // useful part of it fits.
+            let Some(cut) = cut_to(request, room.min(per_request), number == 0, counter) else { break };
+            let item = request_item(number + 1, &cut);
+            spent += line_cost(&item);
+            requests.push(item);
+            if cost > room {
+                break;
+            }
+        }
+
+        // The other sections: what the requests left, dropping the oldest lines that do not fit.
+        let others_budget = budget.saturating_sub(headings_cost + spent);
+        while others_cost > others_budget {
+            let Some(dropped) = others.drop_oldest() else { break };
+            others_cost -= line_cost(&dropped);
+        }
+
+        let mut out = format!("{STATE_HEADING}\n");
+        if self.is_empty() {
+            out.push_str("(no requests, files, commands or tool errors yet)\n");
+            return out;
+        }
+        if !requests.is_empty() {
+            out.push_str(SECTION_REQUESTS);
+            out.push('\n');
+            for item in requests {
+                out.push_str(&item);
+                out.push('\n');
+            }
+        }
+        let mut current = "";
+        for (section, line) in others.lines() {
+            if section != current {
+                out.push_str(section);
+                out.push('\n');
+                current = section;
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Reads back a trail rendered by [`SessionState::render`] from anywhere in `text` (the text
+    /// after the last [`STATE_HEADING`], or the older `## Artifact trail`). No heading: an empty state.
+    pub fn parse(text: &str) -> SessionState {
+        let mut state = SessionState::default();
+        let Some((_, trail)) = split(text) else { return state };
+        let mut section = "";
+        let mut newest_first = Vec::new();
+        for line in trail.lines().skip(1) {
+            if SECTIONS.contains(&line.trim_end()) {
+                section = SECTIONS.iter().find(|s| **s == line.trim_end()).copied().unwrap_or("");
+                continue;
+            }
+            if line.starts_with("## ") {
+                break;
+            }
+            if section == SECTION_REQUESTS {
+                if let Some(first) = numbered_item(line) {
+                    newest_first.push(first.to_owned());
+                } else if let (Some(last), Some(more)) =
+                    (newest_first.last_mut(), line.strip_prefix(INDENT).or(line.is_empty().then_some("")))
+                {
+                    last.push('\n');
+                    last.push_str(more);
+                }
+                continue;
+            }
+            let Some(item) = line.trim_end().strip_prefix("- ") else { continue };
+            match section {
+                SECTION_PLAN => {
+                    let (status, text) =
+                        item.strip_prefix('[').and_then(|rest| rest.split_once("] ")).unwrap_or(("", item));
+                    state.plan.push(PlanItem { status: status.to_owned(), text: text.to_owned() });
+                }
+                SECTION_FILES => {
+                    let parsed = item
+                        .rsplit_once(" (")
+                        .and_then(|(path, op)| Some((path, FileOp::parse(op.strip_suffix(')')?)?)));
+                    let (path, op) = parsed.unwrap_or((item, FileOp::Read));
+                    state.files.push((path.to_owned(), op));
+                }
+                LEGACY_READ => state.files.push((item.to_owned(), FileOp::Read)),
+                LEGACY_WRITTEN => state.files.push((item.to_owned(), FileOp::Written)),
+                SECTION_COMMANDS | LEGACY_COMMANDS => {
+                    let (command, outcome) = match item.rsplit_once(OUTCOME_ARROW) {
+                        Some((command, outcome)) if command.ends_with('`') => (command, outcome),
+                        _ => (item, ""),
+                    };
+                    let command =
+                        command.strip_prefix('`').and_then(|c| c.strip_suffix('`')).unwrap_or(command);
+                    state
+                        .commands
+                        .push(CommandRun { command: command.to_owned(), outcome: outcome.to_owned() });
+                }
+                SECTION_ERRORS => state.errors.push(item.to_owned()),
+                _ => {}
+            }
+        }
+        for request in newest_first.into_iter().rev() {
+            state.requests.push(request.trim_end().to_owned());
+        }
+        // Rendered most recent first: back to least recent first (changed files count as the
+        // more recent, which is also the order they are dropped in).
+        state.files.reverse();
+        state
+    }
+}
+
+/// `text` split into the summary proper and the trail (from its heading on), if it has one.
+/// The heading counts only as a whole line: a request quoted in the trail is indented, so it
+/// cannot pose as one.
+pub(crate) fn split(text: &str) -> Option<(&str, &str)> {
+    let at = heading_at(text, STATE_HEADING).or_else(|| heading_at(text, LEGACY_HEADING))?;
+    Some((text[..at].trim_end(), &text[at..]))
+}
+
+/// Where the last line that is exactly `heading` starts.
+fn heading_at(text: &str, heading: &str) -> Option<usize> {
+    text.match_indices(heading)
+        .map(|(at, _)| at)
+        .filter(|&at| {
+            let starts_line = at == 0 || text[..at].ends_with('\n');
+            let rest = &text[at + heading.len()..];
+            starts_line && (rest.is_empty() || rest.starts_with('\n') || rest.starts_with("\r\n"))
+        })
+        .last()
+}
+
+/// The summary text without its trail (the trail is merged separately).
+pub(crate) fn strip(text: &str) -> &str {
+    split(text).map_or(text, |(summary, _)| summary)
+}
+
+/// The lines of every section but the requests, in the order they are rendered.
+struct Sections {
+    plan: Vec<String>,
+    changed: Vec<String>,
+    read: Vec<String>,
+    commands: Vec<String>,
+    errors: Vec<String>,
+}
+
+impl Sections {
+    fn of(state: &SessionState) -> Sections {
+        let file = |(path, op): &(String, FileOp)| format!("- {path} ({})", op.as_str());
+        Sections {
+            plan: state.plan.iter().map(|i| format!("- [{}] {}", i.status, i.text)).collect(),
+            changed: state.files.iter().rev().filter(|(_, op)| *op != FileOp::Read).map(file).collect(),
+            read: state.files.iter().rev().filter(|(_, op)| *op == FileOp::Read).map(file).collect(),
+            commands: state
+                .commands
+                .iter()
+                .map(|c| match c.outcome.as_str() {
+                    "" => format!("- `{}`", c.command),
+                    outcome => format!("- `{}`{OUTCOME_ARROW}{outcome}", c.command),
+                })
+                .collect(),
+            errors: state.errors.iter().map(|e| format!("- {e}")).collect(),
+        }
+    }
+
+    fn lines(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let plan = self.plan.iter().map(|l| (SECTION_PLAN, l.as_str()));
+        let files = self.changed.iter().chain(&self.read).map(|l| (SECTION_FILES, l.as_str()));
+        let commands = self.commands.iter().map(|l| (SECTION_COMMANDS, l.as_str()));
+        let errors = self.errors.iter().map(|l| (SECTION_ERRORS, l.as_str()));
+        plan.chain(files).chain(commands).chain(errors)
+    }
+
+    /// Drops the least useful line: the oldest error, command, read file, changed file, plan item.
+    fn drop_oldest(&mut self) -> Option<String> {
+        if !self.errors.is_empty() {
+            return Some(self.errors.remove(0));
+        }
+        if !self.commands.is_empty() {
+            return Some(self.commands.remove(0));
+        }
+        // Files are stored most recent first.
+        self.read.pop().or_else(|| self.changed.pop()).or_else(|| self.plan.pop())
+    }
+}
+
+/// `N. first line`, further lines indented.
+fn request_item(number: usize, request: &str) -> String {
+    let mut lines = request.lines();
+    let mut out = format!("{number}. {}", lines.next().unwrap_or(""));
+    for line in lines {
+        out.push('\n');
+        if !line.is_empty() {
+            out.push_str(INDENT);
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// The text of a `N. ` line, if it is one.
+fn numbered_item(line: &str) -> Option<&str> {
+    let digits = line.find(|c: char| !c.is_ascii_digit())?;
+    if digits == 0 {
+        return None;
+    }
+    line[digits..].strip_prefix(". ").or_else(|| (line[digits..].trim_end() == ".").then_some(""))
+}
+
+/// `request` cut (with the truncation marker) to about `room` tokens, or `None` when less than
+/// [`MIN_REQUEST_CHARS`] would fit and `always` is false.
+fn cut_to(request: &str, room: u64, always: bool, counter: &dyn TokenCounter) -> Option<String> {
+    let mut chars = (room as usize).saturating_mul(3);
+    loop {
+        if chars < MIN_REQUEST_CHARS {
+            if !always {
+                return None;
+            }
+            return Some(truncate_chars(request, MIN_REQUEST_CHARS).into_owned());
+        }
+        let cut = truncate_chars(request, chars);
+        if counter.count_text(&cut) < room {
+            return Some(cut.into_owned());
+        }
+        chars = chars * 3 / 4;
+    }
+}
+
+fn clip(text: &str) -> String {
+    let one_line = text.trim().replace('\n', " ⏎ ");
+    match one_line.char_indices().nth(MAX_LINE_CHARS) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+/// What the scan of one call's arguments found.
+#[derive(Default)]
+struct Found {
+    paths: Vec<String>,
+    commands: Vec<String>,
+    /// Files named by a patch in the arguments (`*** Update File: a.rs`, `+++ b/a.rs`).
+    patch_files: Vec<(String, FileOp)>,
+    /// Keys seen anywhere (lower case), for the operation's shape.
+    keys: Vec<String>,
+}
+
+/// Finds paths, commands and patches in tool arguments, a few levels deep.
+fn scan(value: &Value, found: &mut Found, depth: usize) {
+    let Value::Object(map) = value else { return };
+    for (key, value) in map {
+        let key = key.to_ascii_lowercase();
+        match value {
+            Value::String(s) if !s.trim().is_empty() => {
+                if PATH_KEYS.contains(&key.as_str()) {
+                    found.paths.push(s.trim().to_owned());
+                } else if COMMAND_KEYS.contains(&key.as_str()) {
+                    found.commands.push(s.trim().to_owned());
+                } else {
+                    patch_files(s, &mut found.patch_files);
+                }
+            }
+            Value::Array(items) => {
+                let strings: Vec<&str> = items.iter().filter_map(|i| i.as_str()).collect();
+                if PATHS_KEYS.contains(&key.as_str()) {
+                    found.paths.extend(strings.iter().map(|s| s.trim().to_owned()));
+                } else if COMMAND_KEYS.contains(&key.as_str()) && !strings.is_empty() {
+                    found.commands.push(strings.join(" "));
+                } else if depth < 3 {
+                    for item in items {
+                        scan(item, found, depth + 1);
+                    }
+                }
+            }
+            Value::Object(_) if depth < 3 => scan(value, found, depth + 1),
+            _ => {}
+        }
+        found.keys.push(key);
+    }
+}
+
+/// Files a patch names: codex's `*** Add/Update/Delete File:` and `*** Move to:` lines, and a
+/// unified diff's `+++ b/path` lines.
+fn patch_files(text: &str, files: &mut Vec<(String, FileOp)>) {
+    if !text.contains("*** ") && !text.contains("+++ ") {
+        return;
+    }
+    for line in text.lines() {
+        let found = [
+            ("*** Add File: ", FileOp::Written),
+            ("*** Update File: ", FileOp::Edited),
+            ("*** Delete File: ", FileOp::Deleted),
+            ("*** Move to: ", FileOp::Moved),
+            ("+++ b/", FileOp::Edited),
+        ]
+        .into_iter()
+        .find_map(|(prefix, op)| line.strip_prefix(prefix).map(|path| (path.trim(), op)));
+        if let Some((path, op)) = found.filter(|(path, _)| !path.is_empty() && *path != "/dev/null") {
+            files.push((path.to_owned(), op));
+        }
+    }
+}
+
+/// Keys whose presence means the call changes a file in place.
+const EDIT_KEYS: &[&str] =
+    &["old_string", "new_string", "old_str", "new_str", "old_text", "new_text", "edits", "diff"];
+/// Keys whose presence (with a path) means the call writes a whole file.
+const CONTENT_KEYS: &[&str] = &["content", "contents", "file_text"];
+
+/// The operation a call performs on the paths in its arguments: the text editor's `command` when
+/// it has one, then the tool's name, then the arguments' shape; `read` otherwise.
+fn file_op(tool: &str, args: &Value, found: &Found) -> FileOp {
+    if let Some(op) = editor_command(args) {
+        return op;
+    }
+    let name = tool.to_ascii_lowercase();
+    let named = |words: &[&str]| words.iter().any(|w| name.contains(w));
+    if named(&["delete", "remove", "unlink"]) || name == "rm" {
+        FileOp::Deleted
+    } else if named(&["move", "rename"]) || name == "mv" {
+        FileOp::Moved
+    } else if named(&["edit", "patch", "replace", "insert", "apply", "update", "modify"]) {
+        FileOp::Edited
+    } else if named(&["write", "create", "save"]) {
+        FileOp::Written
+    } else if found.keys.iter().any(|k| EDIT_KEYS.contains(&k.as_str())) {
+        FileOp::Edited
+    } else if found.keys.iter().any(|k| CONTENT_KEYS.contains(&k.as_str())) {
+        FileOp::Written
+    } else {
+        FileOp::Read
+    }
+}
+
+/// A text editor tool's operation (Anthropic's `str_replace_based_edit_tool`: a `path` and a
+/// `command` of `view`, `create`, `str_replace`, `insert` or `undo_edit`).
+fn editor_command(args: &Value) -> Option<FileOp> {
+    let command = args.get("command")?.as_str()?;
+    args.get("path")?;
+    match command {
+        "view" => Some(FileOp::Read),
+        "create" => Some(FileOp::Written),
+        "str_replace" | "insert" | "undo_edit" => Some(FileOp::Edited),
+        _ => None,
+    }
+}
+
+/// Keys under which a plan item keeps its text, in order of preference.
+const ITEM_TEXT_KEYS: &[&str] = &["content", "step", "text", "title", "task", "description", "name"];
+/// Keys under which a plan item keeps its status.
+const ITEM_STATUS_KEYS: &[&str] = &["status", "state"];
+/// Boolean keys that mark a plan item done.
+const ITEM_DONE_KEYS: &[&str] = &["done", "completed", "checked"];
+
+/// The plan in a call's arguments: the first list (a level or two deep) of at least one object,
+/// every one of which has a text and a status (or a done flag). Claude Code's `TodoWrite`
+/// (`todos: [{content, status}]`), codex's `update_plan` (`plan: [{step, status}]`) and
+/// opencode's `todowrite` have this shape.
+fn find_plan(value: &Value, depth: usize) -> Option<Vec<PlanItem>> {
+    let Value::Object(map) = value else { return None };
+    for value in map.values() {
+        if let Value::Array(items) = value {
+            let plan: Option<Vec<PlanItem>> = items.iter().map(plan_item).collect();
+            if let Some(plan) = plan.filter(|p| !p.is_empty()) {
+                return Some(plan);
+            }
+        }
+    }
+    if depth < 2 {
+        return map.values().find_map(|v| find_plan(v, depth + 1));
+    }
+    None
+}
+
+fn plan_item(item: &Value) -> Option<PlanItem> {
+    let text = ITEM_TEXT_KEYS.iter().find_map(|k| item.get(k)?.as_str().filter(|s| !s.trim().is_empty()))?;
+    let status =
+        ITEM_STATUS_KEYS.iter().find_map(|k| item.get(k)?.as_str().map(str::to_owned)).or_else(|| {
+            ITEM_DONE_KEYS.iter().find_map(|k| {
+                item.get(k)?.as_bool().map(|done| if done { "completed" } else { "pending" }.to_owned())
+            })
+        })?;
+    Some(PlanItem { status: clip(&status), text: clip(text) })
+}
+
+/// A command's outcome from its result: `ok`, or `exit N` / `failed` with the first error line.
+fn outcome(content: &str, is_error: bool) -> String {
+    let exit = exit_status(content);
+    match exit {
+        Some(0) if !is_error => "ok".to_owned(),
+        None if !is_error => "ok".to_owned(),
+        Some(code) => format!("exit {code}: {}", error_line(content)),
+        None => format!("failed: {}", error_line(content)),
+    }
+}
+
+/// Phrases after which a result states an exit status.
+const EXIT_MARKERS: &[&str] =
+    &["exit code", "exit_code", "exitcode", "exit status", "exited with code", "returncode", "return code"];
+
+/// The exit status a command's result states (`exit code: 1`, `"exit_code": 101`, `Process exited
+/// with code 2`), if any: the last one stated.
+fn exit_status(content: &str) -> Option<i64> {
+    let lower = content.to_ascii_lowercase();
+    let mut status = None;
+    for marker in EXIT_MARKERS {
+        for (at, _) in lower.match_indices(marker) {
+            let rest = &lower[at + marker.len()..];
+            let Some(skip) = rest.find(|c: char| c.is_ascii_digit() || c == '-') else { continue };
+            if skip > 3 || rest[..skip].chars().any(char::is_alphanumeric) {
+                continue;
+            }
+            let number: String = rest[skip..]
+                .char_indices()
+                .take_while(|(i, c)| c.is_ascii_digit() || (*i == 0 && *c == '-'))
+                .map(|(_, c)| c)
+                .collect();
+            if let Ok(code) = number.parse() {
+                status = Some(code);
+            }
+        }
+    }
+    status
+}
+
+/// The first line of `content` that mentions an error or failure, or else its first non-empty line.
+fn error_line(content: &str) -> String {
+    let lines = || content.lines().map(str::trim).filter(|l| !l.is_empty());
+    let marked = lines().find(|l| {
+        let lower = l.to_ascii_lowercase();
+        ["error", "fail", "panic", "exception", "fatal", "not found", "denied"]
+            .iter()
+            .any(|w| lower.contains(w))
+    });
+    clip(marked.or_else(|| lines().next()).unwrap_or(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use phosphor_core::{ApproxCounter, ToolCall};
+
+    fn call(id: &str, name: &str, args: &str) -> Message {
+        Message::new(
+            Role::Assistant,
+            vec![Part::ToolCall(ToolCall { id: id.into(), name: name.into(), arguments: args.into() })],
+        )
+    }
+
+    fn result(id: &str, name: &str, content: &str, is_error: bool) -> Message {
+        Message::tool_result(id, name, content, is_error)
+    }
+
+    fn files(state: &SessionState) -> Vec<(&str, FileOp)> {
+        state.files.iter().map(|(p, op)| (p.as_str(), *op)).collect()
+    }
+
+    #[test]
+    fn files_keep_their_last_change_and_tools_are_recognised_by_name_and_shape() {
+        let messages = vec![
+            call("1", "read_file", r#"{"path": "src/lib.rs"}"#),
+            call("2", "edit_file", r#"{"file_path": "src/main.rs", "old": "a", "new": "b"}"#),
+            call("3", "read_file", r#"{"path": "src/main.rs"}"#),
+            call("4", "multi_read", r#"{"paths": ["a.txt", "b.txt"]}"#),
+            call("5", "fs", r#"{"file_path": "notes.md", "old_string": "x", "new_string": "y"}"#),
+            call("6", "fs", r#"{"file_path": "new.md", "content": "hello"}"#),
+            call(
+                "7",
+                "str_replace_based_edit_tool",
+                r#"{"command": "create", "path": "c.py", "file_text": "x"}"#,
+            ),
+            call("8", "str_replace_based_edit_tool", r#"{"command": "view", "path": "d.py"}"#),
+            call(
+                "9",
+                "apply_patch",
+                r#"{"input": "*** Begin Patch\n*** Update File: e.rs\n@@\n*** Delete File: f.rs\n*** Add File: g.rs\n*** End Patch"}"#,
+            ),
+            call("10", "delete_file", r#"{"path": "a.txt"}"#),
+            call("11", "broken", "not json"),
+        ];
+        let state = SessionState::collect(&messages);
+        let expected = vec![
+            ("src/lib.rs", FileOp::Read),
+            ("src/main.rs", FileOp::Edited),
+            ("b.txt", FileOp::Read),
+            ("notes.md", FileOp::Edited),
+            ("new.md", FileOp::Written),
+            ("c.py", FileOp::Written),
+            ("d.py", FileOp::Read),
+            ("e.rs", FileOp::Edited),
+            ("f.rs", FileOp::Deleted),
+            ("g.rs", FileOp::Written),
+            ("a.txt", FileOp::Deleted),
+        ];
+        pretty_assertions::assert_eq!(files(&state), expected);
+        assert!(
+            state.commands.is_empty(),
+            "an editor's command is not a shell command: {:?}",
+            state.commands
+        );
+    }
+
+    #[test]
+    fn commands_carry_their_outcome_and_other_tool_errors_are_kept() {
+        let messages = vec![
+            call("1", "bash", r#"{"command": "cargo test\n--quiet"}"#),
+            result("1", "bash", "running 3 tests\ntest result: ok\nexit code: 0", false),
+            call("2", "bash", r#"{"command": "cargo build"}"#),
+            result(
+                "2",
+                "bash",
+                "Compiling x\nerror[E0308]: mismatched types\n  --> src/a.rs\nexit code: 101",
+                false,
+            ),
+            call("3", "shell", r#"{"command": ["ls", "-la"]}"#),
+            result("3", "shell", r#"{"output": "No such file", "metadata": {"exit_code": 2}}"#, false),
+            call("4", "run", r#"{"cmd": "make"}"#),
+            result("4", "run", "make: *** No rule to make target", true),
+            call("5", "run", r#"{"cmd": "true"}"#),
+            call("6", "fetch", r#"{"url": "https://example.com"}"#),
+            result("6", "fetch", "\nHTTP 404 Not Found\nmore", true),
+        ];
+        let state = SessionState::collect(&messages);
+        let commands: Vec<(&str, &str)> =
+            state.commands.iter().map(|c| (c.command.as_str(), c.outcome.as_str())).collect();
+        pretty_assertions::assert_eq!(
+            commands,
+            vec![
+                ("cargo test ⏎ --quiet", "ok"),
+                ("cargo build", "exit 101: error[E0308]: mismatched types"),
+                ("ls -la", r#"exit 2: {"output": "No such file", "metadata": {"exit_code": 2}}"#),
+                ("make", "failed: make: *** No rule to make target"),
+                ("true", ""),
+            ]
+        );
+        assert_eq!(state.errors, vec!["fetch: HTTP 404 Not Found".to_owned()]);
+    }
+
+    #[test]
+    fn the_latest_plan_wins_whatever_tool_wrote_it() {
+        let todo = r#"{"todos": [{"content": "Read the code", "status": "completed", "activeForm": "Reading"},
+                                 {"content": "Fix the bug", "status": "in_progress"}]}"#;
+        let codex = r#"{"explanation": "x", "plan": [{"step": "Write tests", "status": "pending"},
+                                                     {"step": "Ship", "status": "pending"}]}"#;
+        let checklist = r#"{"list": {"items": [{"title": "Deploy", "done": true}]}}"#;
+        let not_a_plan = r#"{"items": [{"content": "no status"}]}"#;
+        let state = SessionState::collect(&[call("1", "TodoWrite", todo)]);
+        let item = |status: &str, text: &str| PlanItem { status: status.into(), text: text.into() };
+        assert_eq!(state.plan, vec![item("completed", "Read the code"), item("in_progress", "Fix the bug")]);
+        let state = SessionState::collect(&[call("1", "TodoWrite", todo), call("2", "update_plan", codex)]);
+        assert_eq!(state.plan, vec![item("pending", "Write tests"), item("pending", "Ship")]);
+        let state = SessionState::collect(&[call("1", "checklist", checklist), call("2", "x", not_a_plan)]);
+        assert_eq!(state.plan, vec![item("completed", "Deploy")]);
+    }
+
+    #[test]
+    fn requests_are_verbatim_newest_first_and_round_trip_with_everything_else() {
+        let mut messages = vec![
+            Message::user("Fix the failing test.\n\nIt is in `tests/a.rs`:\n    assert_eq!(1, 2);"),
+            call("1", "TodoWrite", r#"{"todos": [{"content": "Fix it", "status": "in_progress"}]}"#),
+            call("2", "bash", r#"{"command": "cargo test"}"#),
+            result("2", "bash", "error: test failed\nexit code: 101", false),
+            call("3", "write_file", r#"{"path": "src/a (copy).rs", "content": "x"}"#),
+            call("4", "grep", r#"{"pattern": "x"}"#),
+            result("4", "grep", "boom", true),
+            Message::user("2. Then run clippy."),
+        ];
+        let mut summary = Message::assistant("old summary");
+        summary.is_summary = true;
+        messages.push(summary);
+        let state = SessionState::collect(&messages);
+        assert_eq!(state.requests.len(), 2);
+        let text = format!("Some summary.\n\n{}", state.render(10_000, &ApproxCounter));
+        assert!(text.contains("1. 2. Then run clippy.\n2. Fix the failing test.\n\n   It is in"), "{text}");
+        pretty_assertions::assert_eq!(SessionState::parse(&text), state);
+        assert_eq!(strip(&text), "Some summary.");
+        assert_eq!(SessionState::parse("no heading here"), SessionState::default());
+    }
+
+    #[test]
+    fn older_trails_are_still_read() {
+        let text = "Summary.\n\n## Artifact trail\nFiles written:\n- a.rs\nFiles read:\n- b.rs\nCommands run:\n- `make`\nErrors seen:\n- bash: boom\n";
+        let state = SessionState::parse(text);
+        // Least recent first; changed files count as the more recent.
+        assert_eq!(files(&state), vec![("b.rs", FileOp::Read), ("a.rs", FileOp::Written)]);
+        assert_eq!(state.commands, vec![CommandRun { command: "make".into(), outcome: String::new() }]);
+        assert_eq!(state.errors, vec!["bash: boom".to_owned()]);
+        assert_eq!(strip(text), "Summary.");
+    }
+
+    #[test]
+    fn merge_keeps_the_newest_of_everything() {
+        let older = SessionState::collect(&[
+            Message::user("first"),
+            call("1", "read_file", r#"{"path": "a.rs"}"#),
+            call("2", "run", r#"{"cmd": "make"}"#),
+            call("3", "TodoWrite", r#"{"todos": [{"content": "A", "status": "pending"}]}"#),
+        ]);
+        let mut merged = SessionState::parse(&older.render(10_000, &ApproxCounter));
+        merged.merge(SessionState::collect(&[
+            Message::user("second"),
+            Message::user("first"),
+            call("1", "write_file", r#"{"path": "a.rs"}"#),
+            call("2", "run", r#"{"cmd": "make"}"#),
+            result("2", "run", "ok", false),
+        ]));
+        assert_eq!(merged.requests, vec!["second".to_owned(), "first".to_owned()]);
+        assert_eq!(files(&merged), vec![("a.rs", FileOp::Written)]);
+        assert_eq!(merged.commands, vec![CommandRun { command: "make".into(), outcome: "ok".into() }]);
+        assert_eq!(merged.plan.len(), 1, "no newer plan: the older one stays");
+    }
+
+    #[test]
+    fn the_budget_keeps_the_newest_requests_and_trims_the_oldest_lines() {
+        let counter = ApproxCounter;
+        let mut state = SessionState::default();
+        for n in 0..50 {
+            state.push_request(&format!("request {n}: {}", "word ".repeat(40)));
+            state.touch(format!("src/file{n}.rs"), FileOp::Read);
+            state.push_command(CommandRun { command: format!("cargo test {n}"), outcome: "ok".into() });
+        }
+        state.push_request(&"huge paste ".repeat(2_000));
+        for budget in [300_u64, 1_000, 4_000] {
+            let text = state.render(budget, &counter);
+            let tokens = counter.count_text(&text);
+            assert!(tokens <= budget + budget / 10, "budget {budget}: {tokens} tokens\n{text}");
+            let parsed = SessionState::parse(&text);
+            // The newest request shows first, cut with the marker; older ones newest first.
+            assert!(parsed.requests.last().unwrap().starts_with("huge paste"), "{text}");
+            assert!(parsed.requests.last().unwrap().ends_with("... [truncated]"), "{text}");
+            // The newest commands and files survive, the oldest go first.
+            if let Some(first) = parsed.commands.first() {
+                assert_eq!(parsed.commands.last().unwrap().command, "cargo test 49");
+                assert_ne!(first.command, "cargo test 0", "budget {budget}");
+            }
+        }
+        // Everything fits a large budget.
+        let all = SessionState::parse(&state.render(100_000, &counter));
+        assert_eq!(all.requests.len(), 51);
+        assert_eq!(all.commands.len(), MAX_COMMANDS);
+        assert_eq!(all.files.len(), 50);
+    }
+}
