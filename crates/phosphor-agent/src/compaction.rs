@@ -18,7 +18,7 @@ use crate::agent::{Cache, SessionAgent, now_ms};
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy::{self, KeepBudget};
-use crate::shown::{masked_len, shown_ledger, summary_as_context};
+use crate::shown::{SUMMARY_PREFIX, masked_len, shown_ledger, summary_as_context};
 use crate::state::{self, SessionState};
 
 /// What a compaction did.
@@ -182,6 +182,12 @@ impl SessionAgent {
         for warning in &rendered.warnings {
             emit(events, AgentEvent::Warning { message: warning.clone() });
         }
+        // A template that does not use `previous_summary` would drop it: the model gets it as the
+        // first message of the history instead, so what it knew carries over whatever the template says.
+        let carried = previous
+            .as_ref()
+            .filter(|_| !rendered.uses_previous_summary)
+            .map(|p| state::strip(&p.text_content()).to_owned());
 
         // Step 4: the summary message exists in the store from now on, marked as streaming.
         let mut summary = self.new_message(&cache.session.id, Role::Assistant, Vec::new());
@@ -212,7 +218,8 @@ impl SessionAgent {
                     model: info.model.clone(),
                 });
             };
-            let request = summary_request(&rendered.text, input, reserve, &cache.session.id);
+            let request =
+                summary_request(&rendered.text, carried.as_deref(), input, reserve, &cache.session.id);
             let estimate = counter.count_request(&request);
             if estimate >= ladder.smallest_tokens {
                 continue; // no smaller than an input already tried
@@ -392,15 +399,20 @@ impl Drop for SummaryGuard {
     }
 }
 
-/// The summarizer's request: the rendered instructions, the pruned history, and a closing ask.
+/// The summarizer's request: the rendered instructions, the previous summary when the template
+/// does not carry it (`carried`), the pruned history, and a closing ask.
 fn summary_request(
     prompt: &str,
+    carried: Option<&str>,
     input: Vec<Cow<'_, Message>>,
     reserve: u64,
     session_id: &str,
 ) -> ChatRequest {
-    let mut messages = Vec::with_capacity(input.len() + 2);
+    let mut messages = Vec::with_capacity(input.len() + 3);
     messages.push(Message::system(prompt));
+    if let Some(previous) = carried {
+        messages.push(Message::user(format!("{SUMMARY_PREFIX}{previous}")));
+    }
     let repaired = phosphor_prune::repair_tool_pairing(input);
     messages.extend(repaired.iter().map(|m| summary_as_context(m).into_owned()));
     messages.push(Message::user(

@@ -485,6 +485,37 @@ async fn a_summary_dropped_half_way_leaves_the_session_usable() {
 }
 
 #[tokio::test]
+async fn a_template_without_previous_summary_still_hands_the_model_the_previous_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("terse")).unwrap();
+    std::fs::write(dir.path().join("terse/summarization.md.tpl"), "Summarize tersely.\n").unwrap();
+    let mut scripts = fill_scripts(1);
+    scripts.push(text_turn("Summary number 0.", None));
+    scripts.extend(fill_scripts(1));
+    scripts.push(text_turn("Summary number 1.", None));
+    let options = Options { profile: "terse".into(), ..Options::default() };
+    let h = harness(ScriptedModel::new(scripts), options).await;
+    let h = Harness {
+        agent: h
+            .agent
+            .with_profiles(phosphor_prompt::Profiles::with_roots(Some(dir.path().to_owned()), None)),
+        ..h
+    };
+    for _ in 0..2 {
+        fill(&h, 1).await;
+        h.agent.compact(&h.session, None, None).await.unwrap();
+    }
+    let prompts: Vec<ChatRequest> = h.model.requests().into_iter().filter(|r| r.tools.is_empty()).collect();
+    assert_eq!(prompts.len(), 2);
+    assert_eq!(prompts[0].messages[0].text_content(), "Summarize tersely.");
+    assert!(!prompts[0].messages.iter().any(|m| m.text_content().starts_with(SUMMARY_PREFIX)));
+    // The second summary request: the template, then the first summary as context, then the history.
+    assert_eq!(prompts[1].messages[0].text_content(), "Summarize tersely.");
+    assert_eq!(prompts[1].messages[1].role, Role::User);
+    assert_eq!(prompts[1].messages[1].text_content(), format!("{SUMMARY_PREFIX}Summary number 0."));
+}
+
+#[tokio::test]
 async fn three_compaction_cycles_keep_the_trail_and_each_previous_summary() {
     let mut scripts = Vec::new();
     for cycle in 0..3 {

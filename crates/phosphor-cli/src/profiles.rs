@@ -30,7 +30,18 @@ pub fn check(profiles: &Profiles, only: Option<&str>, configured: &str, out: &mu
     for name in &names {
         let diagnostics = profiles.validate(name);
         if diagnostics.is_empty() {
-            let _ = writeln!(out, "{name}: ok");
+            match profiles.resolve(name) {
+                Ok(template) if !template.uses_previous_summary => {
+                    let _ = writeln!(
+                        out,
+                        "{name}: ok; warning: the template does not use previous_summary, so Phosphor gives \
+                         the model the previous summary as the first message of the history to summarize"
+                    );
+                }
+                _ => {
+                    let _ = writeln!(out, "{name}: ok");
+                }
+            }
         } else {
             problems += diagnostics.len();
             for diagnostic in diagnostics {
@@ -71,7 +82,14 @@ mod tests {
 
         let mut out = String::new();
         check(&profiles, Some("terse"), "default", &mut out).unwrap();
-        assert_eq!(out, "terse: ok\n");
+        assert_eq!(
+            out,
+            "terse: ok; warning: the template does not use previous_summary, so Phosphor gives the model the \
+             previous summary as the first message of the history to summarize\n"
+        );
+        let mut out = String::new();
+        check(&profiles, Some("default"), "default", &mut out).unwrap();
+        assert_eq!(out, "default: ok\n", "the default template uses previous_summary");
 
         let mut out = String::new();
         let error = check(&profiles, None, "default", &mut out).unwrap_err();
@@ -85,6 +103,10 @@ mod tests {
             )),
             "{out}"
         );
-        assert_eq!(&lines[1..], ["terse: ok", "default: ok"]);
+        assert!(
+            lines[1].starts_with("terse: ok; warning: the template does not use previous_summary"),
+            "{out}"
+        );
+        assert_eq!(lines[2], "default: ok");
     }
 }

@@ -627,7 +627,11 @@ async fn profiles_list_and_check() {
     let env = Env::new();
     let dir = env.workspace().join(".phosphor/profiles/terse");
     fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join("summarization.md.tpl"), "Summarize {{ message_count }} messages tersely.\n").unwrap();
+    fs::write(
+        dir.join("summarization.md.tpl"),
+        "Summarize {{ message_count }} messages tersely.\n{% if previous_summary %}{{ previous_summary }}{% endif %}\n",
+    )
+    .unwrap();
     let output = env.run(&["profiles", "list"], "").await;
     assert_success(&output);
     let listed = stdout(&output);

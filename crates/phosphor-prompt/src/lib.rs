@@ -92,6 +92,9 @@ pub struct ResolvedTemplate {
     pub source: Cow<'static, str>,
     /// Why earlier tiers were skipped, one line each; empty when nothing was wrong.
     pub warnings: Vec<String>,
+    /// Whether the template uses `previous_summary`. When it does not, the agent gives the model the
+    /// previous summary as the first message to summarize, so iterative summaries never lose it.
+    pub uses_previous_summary: bool,
 }
 
 /// A summarization prompt rendered by [`Profiles::render`].
@@ -105,6 +108,8 @@ pub struct RenderedPrompt {
     pub path: Option<PathBuf>,
     /// Why earlier tiers were skipped, one line each; empty when nothing was wrong.
     pub warnings: Vec<String>,
+    /// Whether the template uses `previous_summary` (see [`ResolvedTemplate::uses_previous_summary`]).
+    pub uses_previous_summary: bool,
 }
 
 /// A problem found by [`Profiles::validate`].
@@ -213,12 +218,13 @@ impl Profiles {
     /// [`Error::InvalidProfileName`] for a name [`validate_profile_name`] refuses; [`Error::DefaultTemplate`]
     /// if the compiled-in template does not parse (a bug).
     pub fn resolve(&self, profile: &str) -> Result<ResolvedTemplate> {
-        let selected = self.select(profile, |_| Ok(()))?;
+        let selected = self.select(profile, |template| Ok(uses_previous_summary(template)))?;
         Ok(ResolvedTemplate {
             tier: selected.tier,
             path: selected.path,
             source: selected.source,
             warnings: selected.warnings,
+            uses_previous_summary: selected.value,
         })
     }
 
@@ -230,12 +236,15 @@ impl Profiles {
     /// [`Error::InvalidProfileName`] for a name [`validate_profile_name`] refuses; [`Error::DefaultTemplate`]
     /// if the compiled-in template fails (a bug).
     pub fn render(&self, profile: &str, ctx: &SummaryContext) -> Result<RenderedPrompt> {
-        let selected = self.select(profile, |template| template.render(ctx))?;
+        let selected =
+            self.select(profile, |template| Ok((template.render(ctx)?, uses_previous_summary(template))))?;
+        let (text, uses_previous_summary) = selected.value;
         Ok(RenderedPrompt {
-            text: selected.value,
+            text,
             tier: selected.tier,
             path: selected.path,
             warnings: selected.warnings,
+            uses_previous_summary,
         })
     }
 
@@ -381,6 +390,11 @@ impl Profiles {
 }
 
 /// The environment every template is parsed and rendered in.
+/// Whether `template` reads `previous_summary` anywhere.
+fn uses_previous_summary(template: &Template<'_, '_>) -> bool {
+    template.undeclared_variables(false).contains("previous_summary")
+}
+
 fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
