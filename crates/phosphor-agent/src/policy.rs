@@ -40,12 +40,29 @@ pub fn mask_keep_budget(options: &Options, window: u64) -> u64 {
     options.mask_keep_recent_tokens.min(window / 8)
 }
 
+/// The least a masking step must clear on a `window`-token model: a tenth of the window. A smaller
+/// step would only delay the summary that is coming anyway, and a request kept between the masking
+/// and the summary thresholds for longer costs more than the summary saves (measured on replays of
+/// aider sessions, whose tool outputs are small: docs/BENCHMARKS.md).
+pub fn mask_min_gain(window: u64) -> u64 {
+    window / 10
+}
+
+/// Tokens a masked output's placeholder takes, about (a tool name, a path, a size).
+const PLACEHOLDER_TOKENS: u64 = 40;
+
 /// Where masking should now end: the index after the last history message whose tool outputs are
 /// masked, so that the newest tool outputs that stay whole total at most `keep` tokens (`counts`
 /// are the messages' counts as shown). The outputs of the latest tool round always stay whole (the
 /// model has not seen them yet). `None` when that would not move the boundary past `masked` (the
-/// current one) or would mask no output worth masking.
-pub fn mask_point(history: &[Message], counts: &[u64], masked: usize, keep: u64) -> Option<usize> {
+/// current one) or would clear less than `min_gain` tokens (see [`mask_min_gain`]).
+pub fn mask_point(
+    history: &[Message],
+    counts: &[u64],
+    masked: usize,
+    keep: u64,
+    min_gain: u64,
+) -> Option<usize> {
     let latest_calls = history.iter().rposition(|m| m.tool_calls().next().is_some()).unwrap_or(0);
     let mut kept = 0;
     let mut until = None;
@@ -60,17 +77,14 @@ pub fn mask_point(history: &[Message], counts: &[u64], masked: usize, keep: u64)
         }
     }
     let until = until.filter(|&until| until > masked)?;
-    let worth = |m: &Message| {
-        m.tool_results().any(|r| {
-            !r.content.starts_with(phosphor_prune::MASKED_PREFIX) && r.content.len() > MASK_WORTH_CHARS
-        })
-    };
-    history[masked.min(until)..until].iter().any(worth).then_some(until)
+    let unmasked =
+        |m: &Message| m.tool_results().any(|r| !r.content.starts_with(phosphor_prune::MASKED_PREFIX));
+    let gain: u64 = (masked..until)
+        .filter(|&i| unmasked(&history[i]))
+        .map(|i| counts.get(i).copied().unwrap_or(0).saturating_sub(PLACEHOLDER_TOKENS))
+        .sum();
+    (gain >= min_gain.max(1)).then_some(until)
 }
-
-/// A tool output shorter than this is not worth a masking step on its own (a placeholder is about
-/// a hundred characters).
-const MASK_WORTH_CHARS: usize = 400;
 
 /// Tokens every request spends besides the history: the system prompt (one system message, as it
 /// is sent), the tool schemas and the request framing.
@@ -422,11 +436,12 @@ mod tests {
             (0, 0, Some(5)),   // no budget: every output but the latest round's
         ];
         for (masked, keep, expected) in cases {
-            assert_eq!(mask_point(&h, &c, masked, keep), expected, "{masked} {keep}");
+            assert_eq!(mask_point(&h, &c, masked, keep, 100), expected, "{masked} {keep}");
         }
-        // Outputs too short to be worth it are not a reason to mask.
-        let (h, c) = history("U:10 A(a):5 T(a):50 A(b):5 T(b):50 A:5");
-        assert_eq!(mask_point(&h, &c, 0, 10), None);
+        // A step that clears less than the least gain is not taken: a, b clear 2 x (200 - 40).
+        assert_eq!(mask_point(&h, &c, 0, 0, 320), Some(5));
+        assert_eq!(mask_point(&h, &c, 0, 0, 321), None);
+        assert_eq!(mask_min_gain(8_000), 800);
     }
 
     fn check_cut(

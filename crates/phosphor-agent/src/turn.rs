@@ -262,7 +262,9 @@ impl SessionAgent {
     pub(crate) async fn mask(&self, cache: &mut Cache, events: Option<&EventSender>) -> Result<bool> {
         let window = self.models.large.info().context_window;
         let keep = policy::mask_keep_budget(&self.options, window);
-        let Some(until) = policy::mask_point(&cache.history, cache.ledger.counts(), cache.masked, keep)
+        let min_gain = policy::mask_min_gain(window);
+        let Some(until) =
+            policy::mask_point(&cache.history, cache.ledger.counts(), cache.masked, keep, min_gain)
         else {
             return Ok(false);
         };
