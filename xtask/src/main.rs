@@ -1,6 +1,6 @@
 //! Project automation, run as `cargo xtask <command>`:
 //!
-//! - `ci`: what CI runs (format, clippy, the test models, tests, crates alone, docs). The tests run with every
+//! - `ci`: what CI runs (format, clippy, the test models, tests, crates alone, packages, docs). The tests run with every
 //!   test model and `PHOSPHOR_REQUIRE_TEST_MODELS=1`, so a test that finds no model fails instead of skipping.
 //! - `bench [filter]`: the criterion benchmarks and the embedded engines' bench (on the SmolLM2 test model unless
 //!   `PHOSPHOR_TEST_MODEL` names another GGUF file), then a short table of the criterion figures.
@@ -97,6 +97,12 @@ const TEST_MODELS: [&TestModel; 3] = [&SMOLLM2, &GEMMA3, &AIDER_HISTORY];
 /// it makes a test whose model is missing fail instead of skip.
 const REQUIRE_TEST_MODELS: &str = "PHOSPHOR_REQUIRE_TEST_MODELS";
 
+/// The crates `xtask ci` builds from their `.crate` package: all libraries but phosphor-embedded, whose
+/// engines would be built a second time from scratch (about 15 minutes), and phosphor-agent, whose
+/// tests' dependency on phosphor-embedded would bring it along.
+const BUILT_FROM_PACKAGE: &[&str] =
+    &["phosphor-core", "phosphor-prune", "phosphor-prompt", "phosphor-store", "phosphor-llm"];
+
 /// The features CI builds with: the defaults plus llama.cpp's Vulkan backend, so that it really compiles. The same
 /// set for clippy, tests and docs, so that nothing is built twice.
 const CI_FEATURES: &[&str] = &["--features", "phosphor-embedded/vulkan"];
@@ -181,6 +187,17 @@ fn ci() -> Result<()> {
             run("cargo", &["check", "--locked", "-p", krate, "--no-default-features"], &[])?;
         }
     }
+    // Every crate packages (manifest, file list, dependencies resolvable with the workspace's own
+    // crates); those without an inference engine also build from their package, which is what catches a
+    // file read from outside the crate. Nothing is published.
+    let unpublished = ["--exclude", "xtask", "--exclude", "phosphor-testkit"];
+    let package = ["package", "--workspace", "--locked", "--allow-dirty", "--no-verify"];
+    run("cargo", &[&package[..], &unpublished[..]].concat(), &[])?;
+    let mut verified = vec!["package", "--locked", "--allow-dirty"];
+    for krate in BUILT_FROM_PACKAGE {
+        verified.extend(["-p", krate]);
+    }
+    run("cargo", &verified, &[])?;
     run(
         "cargo",
         &with_features(&["doc", "--workspace", "--no-deps", "--locked"]),

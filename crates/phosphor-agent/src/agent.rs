@@ -23,30 +23,23 @@ use crate::turn::TurnOutcome;
 /// The models a session can use.
 #[derive(Clone)]
 pub struct Models {
-    /// The session's main model (`summarize_model` `main` and `large` route here).
+    /// The session's model: it answers every turn (`summarize_model: "main"` routes here, and
+    /// `"large"` too unless `configured_large` is set).
     pub large: Arc<dyn ChatModel>,
     /// The cheaper model (`summarize_model: "small"`).
     pub small: Option<Arc<dyn ChatModel>>,
     /// The local model (`summarize_model: "embedded"`).
     pub embedded: Option<Arc<dyn ChatModel>>,
+    /// The configured large model when the session runs another one (the CLI's `--model-path`):
+    /// `summarize_model: "large"` means it, `"main"` means the session's model. `None`: `large` is
+    /// the configured large model, and both mean it.
+    pub configured_large: Option<Arc<dyn ChatModel>>,
 }
 
 impl Models {
     /// Only a large model.
     pub fn new(large: Arc<dyn ChatModel>) -> Models {
-        Models { large, small: None, embedded: None }
-    }
-
-    /// Loads the local model of `embedded_models.inference` (downloading it on first use) as the
-    /// `embedded` summarizer. The model is loaded once per process and shared.
-    #[cfg(any(feature = "mistralrs", feature = "llamacpp"))]
-    pub async fn with_embedded(
-        mut self,
-        inference: &phosphor_core::config::InferenceConfig,
-    ) -> Result<Models, phosphor_embedded::error::EmbeddedError> {
-        let model: Arc<dyn ChatModel> = phosphor_embedded::load(inference).await?;
-        self.embedded = Some(model);
-        Ok(self)
+        Models { large, small: None, embedded: None, configured_large: None }
     }
 }
 

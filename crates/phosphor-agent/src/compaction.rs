@@ -43,7 +43,10 @@ pub struct CompactionReport {
 impl SessionAgent {
     pub(crate) fn summarizer(&self) -> Result<Arc<dyn ChatModel>> {
         match self.options.summarize_model {
-            SummarizeModel::Main | SummarizeModel::Large => Ok(self.models.large.clone()),
+            SummarizeModel::Main => Ok(self.models.large.clone()),
+            SummarizeModel::Large => {
+                Ok(self.models.configured_large.clone().unwrap_or_else(|| self.models.large.clone()))
+            }
             SummarizeModel::Small => self.models.small.clone().ok_or(AgentError::ModelNotConfigured {
                 choice: "small",
                 hint: "add models.small to phosphor.json",

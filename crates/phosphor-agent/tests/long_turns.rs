@@ -70,7 +70,8 @@ async fn long_turn(prompt: &str, sizes: &[usize], window: u64, max_output: u64, 
         .collect();
     let small = Arc::new(ScriptedModel::new(summaries).with_info(info("small", window, max_output)));
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
-    let models = Models { large: large.clone(), small: Some(small.clone()), embedded: None };
+    let models =
+        Models { large: large.clone(), small: Some(small.clone()), embedded: None, configured_large: None };
     let options = Options { summarize_model: SummarizeModel::Small, ..options };
     let agent = SessionAgent::new(store.clone(), models, options)
         .with_system_prompt("You are a coding agent.")

@@ -265,7 +265,8 @@ async fn replay(turns: &[Turn], window: u64, options: Options, compact_at_end: b
     let useless = (0..turns.len() * 4 + 4).map(|_| text_turn("Summary.", None)).collect();
     let small = Arc::new(ScriptedModel::new(useless).with_info(info("small", window)));
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
-    let models = Models { large: large.clone(), small: Some(small.clone()), embedded: None };
+    let models =
+        Models { large: large.clone(), small: Some(small.clone()), embedded: None, configured_large: None };
     let options = Options { summarize_model: SummarizeModel::Small, ..options };
     let agent = SessionAgent::new(store.clone(), models, options)
         .with_system_prompt("You are an AI pair programmer. Edit files with edit_file.")

@@ -578,12 +578,47 @@ async fn recent_turns_are_kept_verbatim_after_the_summary() {
 }
 
 #[tokio::test]
+async fn main_is_the_session_model_and_large_the_configured_one() {
+    for (choice, by_configured) in [(SummarizeModel::Main, false), (SummarizeModel::Large, true)] {
+        let mut scripts = fill_scripts(1);
+        scripts.push(text_turn("Summary by the session model.", None));
+        let session_model = Arc::new(ScriptedModel::new(scripts));
+        let configured = Arc::new(
+            ScriptedModel::new(vec![text_turn("Summary by the configured model.", None)])
+                .with_info(info(32_000, 1000)),
+        );
+        let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+        let models = Models {
+            large: session_model.clone(),
+            small: None,
+            embedded: None,
+            configured_large: Some(configured.clone()),
+        };
+        let agent = SessionAgent::new(
+            store.clone(),
+            models,
+            Options { summarize_model: choice, ..Options::default() },
+        )
+        .with_tool(Arc::new(ReadFile { line: "line of code\n", times: 100 }));
+        let session = agent.create_session("routing").await.unwrap().id;
+        agent.run_turn(&session, "Please read file number 0", None).await.unwrap();
+        let report = agent.compact(&session, None, None).await.unwrap();
+        let summary = store.message(&report.summary_message_id).await.unwrap().unwrap().text_content();
+        let expected =
+            if by_configured { "Summary by the configured model." } else { "Summary by the session model." };
+        assert!(summary.starts_with(expected), "{choice:?}: {summary}");
+        assert_eq!(configured.requests().len(), usize::from(by_configured), "{choice:?}");
+    }
+}
+
+#[tokio::test]
 async fn manual_compaction_passes_custom_instructions_and_small_model_routing_works() {
     let large = Arc::new(ScriptedModel::new(fill_scripts(1)));
     let small =
         Arc::new(ScriptedModel::new(vec![text_turn("Small summary.", None)]).with_info(info(32_000, 1000)));
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
-    let models = Models { large: large.clone(), small: Some(small.clone()), embedded: None };
+    let models =
+        Models { large: large.clone(), small: Some(small.clone()), embedded: None, configured_large: None };
     let options = Options { summarize_model: SummarizeModel::Small, ..Options::default() };
     let agent = SessionAgent::new(store.clone(), models, options)
         .with_tool(Arc::new(ReadFile { line: "line of code\n", times: 100 }));

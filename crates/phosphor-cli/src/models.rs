@@ -58,7 +58,13 @@ pub async fn build(config: &Config, purpose: Purpose, model_path: Option<&Path>)
     if summarize == SummarizeModel::Embedded && embedded.is_none() {
         embedded = Some(load_local(&inference).await?);
     }
-    Ok(Models { large, small, embedded })
+    // `--model-path` replaced the configured large model as the session's: `summarize_model:
+    // "large"` still means the configured one ("main" means the session's).
+    let configured_large = match (&config.models.large, model_path) {
+        (Some(model), Some(_)) if summarize == SummarizeModel::Large => Some(remote(config, model)?),
+        _ => None,
+    };
+    Ok(Models { large, small, embedded, configured_large })
 }
 
 /// The local model to use: `--model-path`, else `embedded_models.inference` when it names a model,

@@ -112,10 +112,12 @@ pub const MIN_STATE_TOKENS: u64 = 256;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SummarizeModel {
-    /// The session's large model (alias of `large`).
+    /// The session's model: `models.large`, or the local model the CLI's `--model-path` runs the
+    /// session on.
     #[default]
     Main,
-    /// The configured large model.
+    /// `models.large`, even when the session runs on another model (`--model-path`); the
+    /// session's model when `models.large` is not configured.
     Large,
     /// The configured small model.
     Small,

@@ -154,9 +154,14 @@ pub async fn load_resolved(resolved: ResolvedModel, engine: Engine, gpu: bool) -
     let model = slot
         .get_or_try_init(move || async move {
             let path = resolved.path.clone();
-            blocking("loading the model", path, move || start(resolved, metadata, kind, force_cpu, device))
-                .await
-                .map(Arc::new)
+            blocking("loading the model", path, move || {
+                with_cpu_fallback(force_cpu, |cpu| {
+                    let device = if cpu { "cpu".to_owned() } else { device.clone() };
+                    start(resolved.clone(), metadata.clone(), kind, cpu, device)
+                })
+            })
+            .await
+            .map(Arc::new)
         })
         .await?;
     Ok(model.clone())
@@ -224,6 +229,22 @@ fn vocabulary_counter(metadata: &GgufMetadata, path: &Path) -> Arc<dyn TokenCoun
             Arc::new(phosphor_core::ApproxCounter)
         }
     }
+}
+
+/// Runs `start` on the GPU unless `force_cpu`; a GPU that fails to load the model (out of memory,
+/// a driver error) gets one warning and the CPU, as a missing GPU does.
+fn with_cpu_fallback<T>(force_cpu: bool, mut start: impl FnMut(bool) -> Result<T>) -> Result<T> {
+    if force_cpu {
+        return start(true);
+    }
+    start(false).or_else(|err| {
+        tracing::warn!(
+            error = %err,
+            "`embedded_models.inference.gpu` is true, but the GPU could not load the model; running the \
+             embedded model on the CPU"
+        );
+        start(true)
+    })
 }
 
 /// Starts the engine on the device chosen. Blocks.
@@ -368,5 +389,36 @@ fn error_kind(error: &Error) -> &'static str {
         Error::Stream(_) => "stream",
         Error::Cancelled => "cancelled",
         _ => "model",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_error(message: &str) -> EmbeddedError {
+        EmbeddedError::Load { engine: "test", path: "m.gguf".into(), message: message.into() }
+    }
+
+    #[test]
+    fn a_gpu_that_fails_to_load_falls_back_to_the_cpu() {
+        let mut tries = Vec::new();
+        let loaded = with_cpu_fallback(false, |cpu| {
+            tries.push(cpu);
+            if cpu { Ok("on the cpu") } else { Err(load_error("out of memory")) }
+        });
+        assert_eq!(loaded.unwrap(), "on the cpu");
+        assert_eq!(tries, vec![false, true]);
+
+        let mut tries = Vec::new();
+        let loaded = with_cpu_fallback(true, |cpu| {
+            tries.push(cpu);
+            Ok(cpu)
+        });
+        assert!(loaded.unwrap());
+        assert_eq!(tries, vec![true], "the CPU was chosen: no GPU attempt");
+
+        let failed = with_cpu_fallback(false, |_| -> Result<()> { Err(load_error("bad file")) });
+        assert!(matches!(failed, Err(EmbeddedError::Load { .. })), "the CPU's error is the error");
     }
 }

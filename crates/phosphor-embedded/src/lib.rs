@@ -88,7 +88,8 @@
 //! `vulkan` compiles llama.cpp's Vulkan backend in (AMD, Intel and NVIDIA GPUs; needs `libvulkan-dev` and `glslc`
 //! to build). `cuda` and `metal` compile the CUDA or Metal backend into every engine compiled in. With
 //! `gpu: true` the model runs on the first GPU the chosen engine finds; with none compiled in or none present it
-//! runs on the CPU after one warning. With `gpu: false` nothing runs on a GPU, even when one is compiled in.
+//! runs on the CPU after one warning, and so does a GPU that fails to load the model (out of memory, a driver
+//! error). With `gpu: false` nothing runs on a GPU, even when one is compiled in.
 //!
 //! Only this crate names the engines' types.
 

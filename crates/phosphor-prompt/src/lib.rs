@@ -57,8 +57,8 @@ pub const TEMPLATE_FILE_NAME: &str = "summarization.md.tpl";
 pub const DEFAULT_PROFILE: &str = "default";
 
 /// The compiled-in summarization template of the `default` profile (`profiles/default/summarization.md.tpl`
-/// in the repository).
-pub const DEFAULT_TEMPLATE: &str = include_str!("../../../profiles/default/summarization.md.tpl");
+/// in this crate, so that the crate packages on its own).
+pub const DEFAULT_TEMPLATE: &str = include_str!("../profiles/default/summarization.md.tpl");
 
 /// Where a template came from, in the order tiers are tried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

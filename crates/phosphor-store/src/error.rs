@@ -11,15 +11,16 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum StoreError {
     /// The database failed (I/O, a lock held too long, a constraint the store did not expect).
-    /// `operation` names what the store was doing. A `database is locked` error may pass: retry
-    /// later. Anything else is not fixed by retrying; report it.
+    /// `operation` names what the store was doing. A busy database
+    /// ([`StoreError::is_busy`]) may pass: retry later. Anything else is not fixed by retrying;
+    /// report it.
     #[error("database error while {operation}: {source}")]
     Database {
         /// What the store was doing, e.g. `appending message 01J...`.
         operation: String,
         /// The driver's error.
         #[source]
-        source: sqlx::Error,
+        source: DriverError,
     },
     /// The directory for a database file could not be created. Fix the path or its permissions.
     #[error("cannot create the directory {}: {source}", path.display())]
@@ -34,7 +35,7 @@ pub enum StoreError {
     /// an applied migration was edited, or a migration failed. Do not retry; use a matching
     /// Phosphor version or move the database aside.
     #[error("cannot migrate the session database: {0}")]
-    Migration(#[source] sqlx::migrate::MigrateError),
+    Migration(#[source] DriverError),
     /// The session or message does not exist. Check the id; nothing was written.
     #[error("{what} not found: {id}")]
     NotFound {
@@ -91,6 +92,47 @@ pub enum StoreError {
 impl StoreError {
     /// Wraps a driver error with what the store was doing.
     pub(crate) fn database(operation: impl std::fmt::Display, source: sqlx::Error) -> StoreError {
-        StoreError::Database { operation: operation.to_string(), source }
+        StoreError::Database { operation: operation.to_string(), source: DriverError(Driver::Sqlx(source)) }
+    }
+
+    /// Wraps a failed migration.
+    pub(crate) fn migration(source: sqlx::migrate::MigrateError) -> StoreError {
+        StoreError::Migration(DriverError(Driver::Migrate(source)))
+    }
+
+    /// Whether the database was busy (another process held its lock past the busy timeout):
+    /// the one database error that retrying later may fix.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Database { source: DriverError(Driver::Sqlx(e)), .. } if crate::sqlite::is_busy(e))
+    }
+}
+
+/// The database driver's own error, kept opaque: only `phosphor-store` names the driver (sqlx),
+/// so upgrading it is not a breaking change for users of this crate. Its `Display` is the
+/// driver's message, and [`std::error::Error::source`] continues the chain.
+#[derive(Debug)]
+pub struct DriverError(Driver);
+
+#[derive(Debug)]
+enum Driver {
+    Sqlx(sqlx::Error),
+    Migrate(sqlx::migrate::MigrateError),
+}
+
+impl std::fmt::Display for DriverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Driver::Sqlx(e) => e.fmt(f),
+            Driver::Migrate(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DriverError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.0 {
+            Driver::Sqlx(e) => e.source(),
+            Driver::Migrate(e) => e.source(),
+        }
     }
 }

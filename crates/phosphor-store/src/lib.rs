@@ -69,7 +69,7 @@ mod sqlite;
 use async_trait::async_trait;
 use phosphor_core::message::{Message, Session};
 
-pub use error::{Result, StoreError};
+pub use error::{DriverError, Result, StoreError};
 pub use sqlite::SqliteStore;
 
 /// Where sessions and their messages are kept.

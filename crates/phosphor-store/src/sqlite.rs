@@ -167,7 +167,7 @@ impl SqliteStore {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(|e| StoreError::database("locking the database to migrate it", e))?;
-        migrator.run(&mut *tx).await.map_err(StoreError::Migration)?;
+        migrator.run(&mut *tx).await.map_err(StoreError::migration)?;
         tx.commit().await.map_err(|e| StoreError::database("committing the schema migrations", e))?;
         Ok(SqliteStore { pool })
     }
@@ -741,7 +741,7 @@ fn check_id(id: &str, field: &'static str) -> Result<()> {
 }
 
 /// Whether `error` is SQLite's `SQLITE_BUSY` (primary code 5, any extended code).
-fn is_busy(error: &sqlx::Error) -> bool {
+pub(crate) fn is_busy(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(e)
         if e.code().and_then(|code| code.parse::<i32>().ok()).is_some_and(|code| code & 0xff == 5))
 }
