@@ -18,6 +18,7 @@ use crate::agent::{Cache, SessionAgent, now_ms};
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy::{self, KeepBudget};
+use crate::repetition;
 use crate::shown::{SUMMARY_PREFIX, masked_len, shown_ledger, summary_as_context};
 use crate::state::{self, SessionState};
 
@@ -81,6 +82,7 @@ impl SessionAgent {
             phosphor.compaction.reason = ?reason,
             phosphor.compaction.tokens_before = tokens_before,
             phosphor.compaction.tokens_after = field::Empty,
+            phosphor.compaction.repetition_trimmed = field::Empty,
         );
         let result = self
             .summarize_inner(cache, reason, instructions, turn, summarizer.as_ref(), events)
@@ -211,8 +213,9 @@ impl SessionAgent {
         );
 
         // Steps 2 and 5, with overflow recovery: walk the shedding ladder until the input fits and
-        // the summarizer accepts it.
-        let reserve = summary_budget;
+        // the summarizer accepts it. The summary may be as long as what it summarizes calls for.
+        let fold_tokens: u64 = cache.ledger.counts()[cut.fold.clone()].iter().sum();
+        let reserve = policy::summary_budget(fold_tokens, summary_budget);
         let outcome = loop {
             let Some((level, input)) = ladder.next_input() else {
                 break Err(AgentError::NothingToShed {
@@ -316,11 +319,32 @@ impl SessionAgent {
         let mut finish: Option<FinishReason> = None;
         let mut last_persist = Instant::now();
         let mut persisted_len = 0;
+        let mut guard = repetition::Guard::default();
         while let Some(event) = stream.next().await {
             match event? {
                 StreamEvent::TextDelta { text: delta } => {
                     emit(events, AgentEvent::CompactionDelta { text: delta.clone() });
                     text.push_str(&delta);
+                    if let Some(found) = guard.check(&text) {
+                        // A loop: stop the model (dropping the stream cancels it) and keep the text
+                        // up to the loop's first unit.
+                        let trimmed = text.len() - found.keep;
+                        text.truncate(found.keep);
+                        tracing::Span::current()
+                            .record("phosphor.compaction.repetition_trimmed", trimmed as u64);
+                        emit(
+                            events,
+                            AgentEvent::Warning {
+                                message: format!(
+                                    "the summary started repeating itself (a {}-byte unit {} times); stopped it \
+                                     and cut the {trimmed} repeated bytes",
+                                    found.period, found.repeats
+                                ),
+                            },
+                        );
+                        finish = Some(FinishReason::Stop);
+                        break;
+                    }
                     if last_persist.elapsed() >= self.settings.persist_interval && text.len() > persisted_len
                     {
                         summary.parts = vec![Part::Text { text: text.clone() }];
@@ -335,6 +359,8 @@ impl SessionAgent {
                 StreamEvent::ReasoningDelta { .. } | StreamEvent::ToolCall(_) => {}
             }
         }
+        // A loop stopped early: the model stops generating once its stream is dropped.
+        drop(stream);
         summary.parts = vec![Part::Text { text: text.clone() }];
         // A summary that did not really finish must never replace the history.
         let incomplete = |reason: String| Err(AgentError::SummaryIncomplete { reason });

@@ -49,6 +49,7 @@ mod compaction;
 mod error;
 mod events;
 pub mod policy;
+mod repetition;
 mod shown;
 pub mod state;
 mod tool;

@@ -27,6 +27,16 @@ pub fn state_budget(options: &Options, window: u64) -> u64 {
     options.summarize_state_max_tokens.min(window / 8)
 }
 
+/// The most tokens a summary of `input` tokens may have: a quarter of the input, at least
+/// [`MIN_SUMMARY_TOKENS`], at most `ceiling` (the summarizer's output reserve and the agent's
+/// `summary_max_output_tokens`). A 2,000-token history is not asked for a 2,048-token summary.
+pub fn summary_budget(input: u64, ceiling: u64) -> u64 {
+    (input / 4).max(MIN_SUMMARY_TOKENS).min(ceiling)
+}
+
+/// The smallest summary budget (room for the sections of the default prompt).
+pub const MIN_SUMMARY_TOKENS: u64 = 512;
+
 /// Whether observation masking runs before a request of `estimate` tokens on a `window`-token
 /// model (`mask_threshold` 0 turns it off). It runs before the compaction triggers, so a request
 /// that masking brings under `summarize_threshold` needs no summary.
@@ -412,6 +422,21 @@ mod tests {
                 (message.with_id(format!("m{i}")), tokens)
             })
             .unzip()
+    }
+
+    #[test]
+    fn the_summary_budget_follows_the_input_between_a_floor_and_the_ceiling() {
+        // (input, ceiling) -> budget
+        let cases = [
+            (0, 4_096, 512),
+            (1_910, 2_048, 512),
+            (4_000, 4_096, 1_000),
+            (40_000, 4_096, 4_096),
+            (10_000, 300, 300),
+        ];
+        for (input, ceiling, expected) in cases {
+            assert_eq!(summary_budget(input, ceiling), expected, "{input} {ceiling}");
+        }
     }
 
     #[test]

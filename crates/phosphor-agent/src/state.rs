@@ -104,7 +104,8 @@ pub struct PlanItem {
 pub struct CommandRun {
     /// The command line (one line, clipped).
     pub command: String,
-    /// `ok`, `exit 101: error[E0308]: ...`, or empty when no result was seen.
+    /// How it ended (see `outcome`: `ok`, `exit 101: error[E0308]: ...`, `failed: ...`,
+    /// `reported a failure: ...`, `done`), or empty when no result was seen.
     pub outcome: String,
 }
 
@@ -664,15 +665,38 @@ fn plan_item(item: &Value) -> Option<PlanItem> {
     Some(PlanItem { status: clip(&status), text: clip(text) })
 }
 
-/// A command's outcome from its result: `ok`, or `exit N` / `failed` with the first error line.
+/// A command's outcome from its result: `ok` (exit status 0), `exit N: <first error line>`,
+/// `failed: <line>` (a result marked as an error), `reported a failure: <line>` (no status stated,
+/// but the output has a line that only failures print), or `done` (no status, no sign of failure).
 fn outcome(content: &str, is_error: bool) -> String {
-    let exit = exit_status(content);
-    match exit {
-        Some(0) if !is_error => "ok".to_owned(),
-        None if !is_error => "ok".to_owned(),
-        Some(code) => format!("exit {code}: {}", error_line(content)),
-        None => format!("failed: {}", error_line(content)),
+    match (exit_status(content), is_error) {
+        (Some(0), false) => "ok".to_owned(),
+        (Some(code), _) => format!("exit {code}: {}", error_line(content)),
+        (None, true) => format!("failed: {}", error_line(content)),
+        (None, false) => match failure_line(content) {
+            Some(line) => format!("reported a failure: {}", clip(line)),
+            None => "done".to_owned(),
+        },
     }
+}
+
+/// The first line of an output that only a failure prints: a compiler's or tool's `error:` line,
+/// a failed test summary, a panic, a Python traceback, npm's `ERR!`, a missing command or file.
+/// Stricter than [`error_line`]: the output of a command that succeeded may mention errors.
+fn failure_line(content: &str) -> Option<&str> {
+    const STARTS: &[&str] = &["error:", "error[", "fatal:", "Error:", "FAILED", "FAIL "];
+    const CONTAINS: &[&str] = &[
+        "test result: FAILED",
+        "panicked at",
+        "Traceback (most recent call last)",
+        "npm ERR!",
+        "command not found",
+        "No such file or directory",
+    ];
+    content
+        .lines()
+        .map(str::trim)
+        .find(|line| STARTS.iter().any(|s| line.starts_with(s)) || CONTAINS.iter().any(|c| line.contains(c)))
 }
 
 /// Phrases after which a result states an exit status.
@@ -798,6 +822,15 @@ mod tests {
             call("4", "run", r#"{"cmd": "make"}"#),
             result("4", "run", "make: *** No rule to make target", true),
             call("5", "run", r#"{"cmd": "true"}"#),
+            call("7", "bash", r#"{"command": "cargo test --lib"}"#),
+            result(
+                "7",
+                "bash",
+                "running 2 tests\ntest a ... FAILED\n\nerror: test failed, to rerun pass `--lib`",
+                false,
+            ),
+            call("8", "bash", r#"{"command": "grep -rn error src"}"#),
+            result("8", "bash", "src/lib.rs:3: // an error type", false),
             call("6", "fetch", r#"{"url": "https://example.com"}"#),
             result("6", "fetch", "\nHTTP 404 Not Found\nmore", true),
         ];
@@ -812,6 +845,8 @@ mod tests {
                 ("ls -la", r#"exit 2: {"output": "No such file", "metadata": {"exit_code": 2}}"#),
                 ("make", "failed: make: *** No rule to make target"),
                 ("true", ""),
+                ("cargo test --lib", "reported a failure: error: test failed, to rerun pass `--lib`"),
+                ("grep -rn error src", "done"),
             ]
         );
         assert_eq!(state.errors, vec!["fetch: HTTP 404 Not Found".to_owned()]);
@@ -887,7 +922,7 @@ mod tests {
         ]));
         assert_eq!(merged.requests, vec!["second".to_owned(), "first".to_owned()]);
         assert_eq!(files(&merged), vec![("a.rs", FileOp::Written)]);
-        assert_eq!(merged.commands, vec![CommandRun { command: "make".into(), outcome: "ok".into() }]);
+        assert_eq!(merged.commands, vec![CommandRun { command: "make".into(), outcome: "done".into() }]);
         assert_eq!(merged.plan.len(), 1, "no newer plan: the older one stays");
     }
 

@@ -737,6 +737,39 @@ async fn an_empty_summary_keeps_the_session_state_phosphor_recorded() {
 }
 
 #[tokio::test]
+async fn a_looping_summary_is_stopped_and_cut_after_its_first_repeat() {
+    let mut scripts = fill_scripts(2);
+    let mut looping: phosphor_testkit::Script =
+        vec![Ok(StreamEvent::TextDelta { text: "## Goal\nRead the files.\n## Versions\n".into() })];
+    // 2,000 repeats in deltas of ten: the guard must stop it long before the end.
+    looping.extend((0..200).map(|_| Ok(StreamEvent::TextDelta { text: "1.0.0:".repeat(10) })));
+    looping.push(Ok(StreamEvent::Finish { reason: FinishReason::Length }));
+    scripts.push(looping);
+    let h = harness(ScriptedModel::new(scripts), Options::default()).await;
+    fill(&h, 2).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let report = h.agent.compact(&h.session, None, Some(&tx)).await.unwrap();
+    drop(tx);
+    let events = collect(&mut rx);
+    let deltas = events.iter().filter(|e| matches!(e, AgentEvent::CompactionDelta { .. })).count();
+    assert!(deltas < 20, "the stream was read to delta {deltas}");
+    let warnings: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Warning { message } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert!(warnings.iter().any(|w| w.contains("started repeating itself (a 6-byte unit")), "{warnings:?}");
+    assert!(!warnings.iter().any(|w| w.contains("output limit")), "stopped before the limit: {warnings:?}");
+    let summary = h.store.message(&report.summary_message_id).await.unwrap().unwrap().text_content();
+    assert!(
+        summary.starts_with("## Goal\nRead the files.\n## Versions\n1.0.0:\n\n## Session state\n"),
+        "{summary}"
+    );
+}
+
+#[tokio::test]
 async fn a_summary_that_did_not_finish_never_becomes_history() {
     for broken in [
         vec![
