@@ -1,6 +1,6 @@
 //! Project automation, run as `cargo xtask <command>`:
 //!
-//! - `ci`: what CI runs (format, clippy, the test models, tests, crates alone, packages, docs). The tests run with every
+//! - `ci`: what CI runs (format, the architecture check, clippy, the test models, tests, crates alone, packages, docs). The tests run with every
 //!   test model and `PHOSPHOR_REQUIRE_TEST_MODELS=1`, so a test that finds no model fails instead of skipping.
 //! - `bench [filter]`: the criterion benchmarks and the embedded engines' bench (on the SmolLM2 test model unless
 //!   `PHOSPHOR_TEST_MODEL` names another GGUF file), then a short table of the criterion figures.
@@ -8,6 +8,7 @@
 //!   `x86-64-v3` (AVX2, FMA, F16C), side by side: the measurement behind how `dist` builds the shipped binary.
 //! - `dist [--baseline]`: the release `phosphor` binary as it is shipped (for `x86-64-v3` CPUs; `--baseline` for
 //!   any x86-64 CPU), copied to `dist/`.
+//! - `check-architecture`: the crate dependency list in docs/ARCHITECTURE.md against `cargo metadata`.
 //! - `fetch-test-model [smollm2 | gemma3 | aider-history | all]`: the small GGUF models the embedded tests use,
 //!   and aider's recorded chat history the replay test replays, into a cache.
 
@@ -130,9 +131,11 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Some("check-architecture") => check_architecture(),
         Some(other) => {
             bail!(
-                "unknown command {other:?}; expected one of: ci, bench, bench-target-cpu, dist, fetch-test-model"
+                "unknown command {other:?}; expected one of: ci, bench, bench-target-cpu, dist, fetch-test-model, \
+                 check-architecture"
             )
         }
         None => bail!(
@@ -170,6 +173,7 @@ fn ci() -> Result<()> {
     let prefix = vulkan_headers()?;
     let cmake: (&str, &str) = ("CMAKE_PREFIX_PATH", prefix.to_str().context("cache path is not UTF-8")?);
     run("cargo", &["fmt", "--all", "--check"], &[])?;
+    check_architecture()?;
     let clippy = with_features(&["clippy", "--workspace", "--all-targets", "--locked"]);
     run("cargo", &[&clippy[..], &["--", "-D", "warnings"]].concat(), &[cmake])?;
     let mut paths = Vec::new();
@@ -205,6 +209,83 @@ fn ci() -> Result<()> {
     )?;
     eprintln!("\nxtask ci: all checks passed in {:.0?}", started.elapsed());
     Ok(())
+}
+
+/// The line in docs/ARCHITECTURE.md after which the checked list of crate dependencies starts.
+const EDGES_MARKER: &str = "<!-- crate dependencies: checked by `cargo xtask check-architecture` -->";
+
+/// Compares the crate dependency list in docs/ARCHITECTURE.md with `cargo metadata`: every edge
+/// between workspace crates (normal and build dependencies), no more, no less.
+fn check_architecture() -> Result<()> {
+    let root = workspace_root()?;
+    let doc_path = root.join("docs/ARCHITECTURE.md");
+    let doc =
+        std::fs::read_to_string(&doc_path).with_context(|| format!("cannot read {}", doc_path.display()))?;
+    let documented = documented_edges(&doc).with_context(|| format!("in {}", doc_path.display()))?;
+    let output = Command::new("cargo")
+        .args(["metadata", "--format-version", "1", "--no-deps", "--locked"])
+        .current_dir(&root)
+        .output()
+        .context("could not run cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).context("cargo metadata's output")?;
+    let actual = metadata_edges(&metadata);
+    let missing: Vec<String> = actual.difference(&documented).map(|(a, b)| format!("{a} -> {b}")).collect();
+    let extra: Vec<String> = documented.difference(&actual).map(|(a, b)| format!("{a} -> {b}")).collect();
+    if !missing.is_empty() || !extra.is_empty() {
+        bail!(
+            "docs/ARCHITECTURE.md's crate dependencies do not match cargo metadata; missing from the document: [{}]; \
+             in the document but not in the code: [{}]. Update the list after {EDGES_MARKER} (and the picture above it)",
+            missing.join(", "),
+            extra.join(", ")
+        );
+    }
+    eprintln!("docs/ARCHITECTURE.md: {} crate dependency edges match cargo metadata", actual.len());
+    Ok(())
+}
+
+type Edges = std::collections::BTreeSet<(String, String)>;
+
+/// The edges of the list after [`EDGES_MARKER`]: `crate -> dep, dep` lines in a fenced block.
+fn documented_edges(doc: &str) -> Result<Edges> {
+    let start = doc.find(EDGES_MARKER).context("the marker of the checked dependency list is missing")?;
+    let mut lines = doc[start + EDGES_MARKER.len()..].lines().skip_while(|l| l.trim().is_empty());
+    if !lines.next().is_some_and(|l| l.starts_with("```")) {
+        bail!("a fenced block must follow {EDGES_MARKER}");
+    }
+    let mut edges = Edges::new();
+    for line in lines.take_while(|l| !l.starts_with("```")) {
+        let (krate, deps) =
+            line.split_once("->").with_context(|| format!("not `crate -> deps`: {line:?}"))?;
+        for dep in deps.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+            edges.insert((krate.trim().to_owned(), dep.to_owned()));
+        }
+    }
+    Ok(edges)
+}
+
+/// The normal and build dependency edges between the workspace's packages.
+fn metadata_edges(metadata: &serde_json::Value) -> Edges {
+    let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let names: std::collections::BTreeSet<&str> =
+        packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    let mut edges = Edges::new();
+    for package in packages {
+        let Some(name) = package["name"].as_str() else { continue };
+        for dep in package["dependencies"].as_array().map(Vec::as_slice).unwrap_or_default() {
+            let kind = dep["kind"].as_str();
+            if let Some(dep_name) = dep["name"].as_str()
+                && names.contains(dep_name)
+                && kind != Some("dev")
+            {
+                edges.insert((name.to_owned(), dep_name.to_owned()));
+            }
+        }
+    }
+    edges
 }
 
 /// The prefix holding Vulkan headers new enough for llama.cpp (Debian 12's are too old), which

@@ -680,3 +680,32 @@ async fn ctrl_c_cancels_a_turn_and_leaves_the_session_usable() {
         [("user".to_owned(), "Take your time".to_owned()), ("user".to_owned(), "Still there?".to_owned())]
     );
 }
+
+/// The README's first command, for real: the test model compacts the example transcript, and what
+/// a continuing agent needs is in the result whatever the small model wrote.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_first_command_compacts_the_example_with_the_test_model() {
+    let Some(model) = phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
+    let env = Env::new();
+    let transcript = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/transcript.json");
+    let model = model.to_str().unwrap().to_owned();
+    let output = env.run(&["--model-path", &model, "compact", "--input", transcript], "").await;
+    assert_success(&output);
+    assert!(stderr(&output).contains("⟳ compacted"), "{}", stderr(&output));
+    let compacted: Vec<Value> = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(compacted[0]["role"], "system");
+    let summary = compacted[1]["content"].as_str().unwrap();
+    assert!(
+        summary.starts_with("This conversation continues from an earlier part that was compacted."),
+        "{summary}"
+    );
+    let original: Vec<Value> = serde_json::from_str(&fs::read_to_string(transcript).unwrap()).unwrap();
+    for request in original.iter().filter(|m| m["role"] == "user") {
+        let text = request["content"].as_str().unwrap();
+        let verbatim = compacted.iter().skip(2).any(|m| m["content"] == text) || summary.contains(text);
+        assert!(verbatim, "request {text:?} is lost:\n{summary}");
+    }
+    for file in ["src/segment.rs", "src/config.rs"] {
+        assert!(summary.contains(&format!("- {file} (edited)")), "{file}:\n{summary}");
+    }
+}
