@@ -224,8 +224,14 @@ impl SessionAgent {
                     model: info.model.clone(),
                 });
             };
-            let request =
-                summary_request(&rendered.text, carried.as_deref(), input, reserve, &cache.session.id);
+            let request = summary_request(
+                &rendered.text,
+                carried.as_deref(),
+                input,
+                reserve,
+                self.options.summarize_repeat_penalty as f32,
+                &cache.session.id,
+            );
             let estimate = counter.count_request(&request);
             if estimate >= ladder.smallest_tokens {
                 continue; // no smaller than an input already tried
@@ -435,6 +441,7 @@ fn summary_request(
     carried: Option<&str>,
     input: Vec<Cow<'_, Message>>,
     reserve: u64,
+    repeat_penalty: f32,
     session_id: &str,
 ) -> ChatRequest {
     let mut messages = Vec::with_capacity(input.len() + 3);
@@ -454,6 +461,7 @@ fn summary_request(
         max_output_tokens: Some(reserve),
         temperature: Some(0.0),
         conversation_id: Some(session_id.to_owned()),
+        repeat_penalty: Some(repeat_penalty).filter(|p| *p != 1.0),
     }
 }
 

@@ -358,6 +358,7 @@ impl SessionAgent {
             ),
             temperature: None,
             conversation_id: Some(cache.session.id.clone()),
+            repeat_penalty: None,
         }
     }
 

@@ -493,7 +493,7 @@ async fn a_template_without_previous_summary_still_hands_the_model_the_previous_
     scripts.push(text_turn("Summary number 0.", None));
     scripts.extend(fill_scripts(1));
     scripts.push(text_turn("Summary number 1.", None));
-    let options = Options { profile: "terse".into(), ..Options::default() };
+    let options = Options { profile: "terse".into(), summarize_repeat_penalty: 1.1, ..Options::default() };
     let h = harness(ScriptedModel::new(scripts), options).await;
     let h = Harness {
         agent: h
@@ -505,8 +505,12 @@ async fn a_template_without_previous_summary_still_hands_the_model_the_previous_
         fill(&h, 1).await;
         h.agent.compact(&h.session, None, None).await.unwrap();
     }
-    let prompts: Vec<ChatRequest> = h.model.requests().into_iter().filter(|r| r.tools.is_empty()).collect();
+    let requests = h.model.requests();
+    let prompts: Vec<ChatRequest> = requests.iter().filter(|r| r.tools.is_empty()).cloned().collect();
     assert_eq!(prompts.len(), 2);
+    // Summaries ask a local model not to repeat itself; the chat path never does.
+    assert!(prompts.iter().all(|r| r.repeat_penalty == Some(1.1)));
+    assert!(requests.iter().filter(|r| !r.tools.is_empty()).all(|r| r.repeat_penalty.is_none()));
     assert_eq!(prompts[0].messages[0].text_content(), "Summarize tersely.");
     assert!(!prompts[0].messages.iter().any(|m| m.text_content().starts_with(SUMMARY_PREFIX)));
     // The second summary request: the template, then the first summary as context, then the history.

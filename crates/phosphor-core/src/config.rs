@@ -72,6 +72,12 @@ pub struct Options {
     /// least [`MIN_STATE_TOKENS`].
     #[schemars(range(min = 256))]
     pub summarize_state_max_tokens: u64,
+    /// The repetition penalty of summary requests to local models (llama.cpp, mistral.rs). 1.0
+    /// (the default) turns it off; at most 2.0. Off by default: on SmolLM2 135M a penalty of 1.1
+    /// turned a loop the repetition guard stops early into a run to the output limit. Remote
+    /// servers do not get it; the chat path never does.
+    #[schemars(range(min = 1.0, max = 2.0))]
+    pub summarize_repeat_penalty: f64,
     /// Observation masking: at this fraction of the context window, the oldest tool outputs in
     /// the request are replaced by one-line placeholders (the store keeps them whole), before any
     /// summary is written. 0 turns it off. Below `summarize_threshold` it saves summaries; at or
@@ -98,6 +104,7 @@ impl Default for Options {
             summarize_keep_recent_tokens: 0,
             summarize_max_per_turn: 8,
             summarize_state_max_tokens: 8_000,
+            summarize_repeat_penalty: 1.0,
             mask_threshold: 0.6,
             mask_keep_recent_tokens: 8_000,
             profile: "default".to_owned(),
@@ -693,6 +700,7 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
     const MAX_PER_TURN: &str = "options.summarize_max_per_turn";
     const STATE_TOKENS: &str = "options.summarize_state_max_tokens";
     const MASK: &str = "options.mask_threshold";
+    const PENALTY: &str = "options.summarize_repeat_penalty";
     const SUMMARIZE_MODEL: &str = "options.summarize_model";
     const ENABLED: &str = "embedded_models.inference.enabled";
     const MODEL_REPO: &str = "embedded_models.inference.model_repo";
@@ -730,6 +738,15 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
 
     if options.summarize_max_per_turn == 0 {
         return Err(invalid(MAX_PER_TURN, 0.into(), OUT_OF_RANGE, "a whole number >= 1".to_owned()));
+    }
+    let penalty = options.summarize_repeat_penalty;
+    if !(1.0..=2.0).contains(&penalty) {
+        return Err(invalid(
+            PENALTY,
+            penalty.into(),
+            OUT_OF_RANGE,
+            "a number >= 1 (1 is off) and <= 2".to_owned(),
+        ));
     }
     let mask = options.mask_threshold;
     if !(0.0..=1.0).contains(&mask) {
@@ -917,6 +934,7 @@ mod tests {
                 "summarize_keep_recent_tokens": 0,
                 "summarize_max_per_turn": 8,
                 "summarize_state_max_tokens": 8000,
+                "summarize_repeat_penalty": 1.0,
                 "mask_threshold": 0.6,
                 "mask_keep_recent_tokens": 8000,
                 "profile": "default"
@@ -960,6 +978,11 @@ mod tests {
         check_error(
             r#"{ "options": { "summarize_max_per_turn": 0 } }"#,
             "/cfg/phosphor.json: options.summarize_max_per_turn: 0 is out of range; allowed: a whole number >= 1",
+        );
+        check_error(
+            r#"{ "options": { "summarize_repeat_penalty": 0.9 } }"#,
+            "/cfg/phosphor.json: options.summarize_repeat_penalty: 0.9 is out of range; \
+             allowed: a number >= 1 (1 is off) and <= 2",
         );
         for value in ["-1", "1.5"] {
             check_error(

@@ -42,6 +42,11 @@ pub struct ChatRequest {
     /// The session this call belongs to, for telemetry (`gen_ai.conversation.id`).
     #[serde(default)]
     pub conversation_id: Option<String>,
+    /// A penalty on repeating recent tokens (`None` or 1.0: none). The local engines apply it
+    /// (llama.cpp's penalties sampler over the last 64 tokens, mistral.rs's repetition penalty);
+    /// OpenAI-compatible servers have no such parameter, and it is not sent to them.
+    #[serde(default)]
+    pub repeat_penalty: Option<f32>,
 }
 
 /// What a backend knows about the model behind it.

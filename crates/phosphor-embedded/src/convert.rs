@@ -120,12 +120,17 @@ pub(crate) fn tools(specs: &[ToolSpec]) -> Result<Vec<Tool>> {
 
 /// Sampling for a request: greedy when the temperature is 0 or unset (summaries should be reproducible),
 /// sampled at the given temperature otherwise; at most `max_tokens` tokens.
-pub(crate) fn sampling(temperature: Option<f32>, max_tokens: u64) -> SamplingParams {
+pub(crate) fn sampling(
+    temperature: Option<f32>,
+    repeat_penalty: Option<f32>,
+    max_tokens: u64,
+) -> SamplingParams {
     let mut params = match temperature {
         Some(t) if t > 0.0 => SamplingParams { temperature: Some(f64::from(t)), ..SamplingParams::neutral() },
         _ => SamplingParams::deterministic(),
     };
     params.max_len = Some(usize::try_from(max_tokens).unwrap_or(usize::MAX));
+    params.repetition_penalty = repeat_penalty.filter(|p| *p > 0.0 && *p != 1.0);
     params
 }
 
@@ -334,10 +339,13 @@ mod tests {
 
     #[test]
     fn sampling_is_greedy_unless_a_temperature_is_given() {
-        let greedy = sampling(None, 64);
+        let greedy = sampling(None, None, 64);
         assert_eq!((greedy.top_k, greedy.temperature, greedy.max_len), (Some(1), None, Some(64)));
-        assert_eq!(sampling(Some(0.0), 8).top_k, Some(1));
-        let warm = sampling(Some(0.7), 8);
+        assert_eq!(greedy.repetition_penalty, None);
+        assert_eq!(sampling(Some(0.0), None, 8).top_k, Some(1));
+        assert_eq!(sampling(None, Some(1.1), 8).repetition_penalty, Some(1.1));
+        assert_eq!(sampling(None, Some(1.0), 8).repetition_penalty, None, "1.0 is no penalty");
+        let warm = sampling(Some(0.7), None, 8);
         assert_eq!((warm.top_k, warm.temperature.map(|t| (t * 10.0).round())), (None, Some(7.0)));
     }
 

@@ -287,7 +287,7 @@ impl LlamaEngine {
                 .map_err(|e| Error::Model(format!("llama.cpp could not read the prompt: {e}")))?;
         }
 
-        let mut sampler = sampler(request.temperature);
+        let mut sampler = sampler(request.temperature, request.repeat_penalty, self.model.n_vocab());
         let mut text = Utf8Stream::default();
         let mut generated = 0u64;
         let mut position = tokens.len() as i32;
@@ -350,8 +350,24 @@ impl LlamaEngine {
     }
 }
 
-/// Greedy unless the request sets a temperature above 0.
-fn sampler(temperature: Option<f32>) -> LlamaSampler {
+/// Tokens the repetition penalty looks back over.
+const PENALTY_LAST_N: i32 = 64;
+
+/// Greedy unless the request sets a temperature above 0, after llama.cpp's repetition penalty
+/// when the request asks for one.
+fn sampler(temperature: Option<f32>, repeat_penalty: Option<f32>, n_vocab: i32) -> LlamaSampler {
+    let choose = choose_token(temperature);
+    match repeat_penalty.filter(|p| *p > 0.0 && *p != 1.0) {
+        Some(penalty) => LlamaSampler::chain_simple([
+            LlamaSampler::penalties(n_vocab, PENALTY_LAST_N, penalty, 0.0, 0.0),
+            choose,
+        ]),
+        None => choose,
+    }
+}
+
+/// The sampler that picks the token: greedy, or top-k, top-p and temperature.
+fn choose_token(temperature: Option<f32>) -> LlamaSampler {
     match temperature {
         Some(t) if t > 0.0 => {
             let seed = std::time::SystemTime::now()
@@ -509,16 +525,18 @@ mod tests {
     }
 
     #[test]
-    fn sampling_is_greedy_without_a_temperature() {
+    fn sampling_is_greedy_without_a_temperature_and_penalized_when_asked() {
+        let name = |sampler: LlamaSampler| sampler.name().map(|n| n.to_string_lossy().into_owned());
         for temperature in [None, Some(0.0)] {
-            assert_eq!(
-                sampler(temperature).name().map(|n| n.to_string_lossy().into_owned()).as_deref(),
-                Some("greedy")
-            );
+            for penalty in [None, Some(1.0)] {
+                assert_eq!(name(sampler(temperature, penalty, 32_000)).as_deref(), Some("greedy"));
+            }
         }
+        assert_eq!(name(sampler(Some(0.7), None, 32_000)).as_deref(), Some("chain"));
         assert_eq!(
-            sampler(Some(0.7)).name().map(|n| n.to_string_lossy().into_owned()).as_deref(),
-            Some("chain")
+            name(sampler(None, Some(1.1), 32_000)).as_deref(),
+            Some("chain"),
+            "penalties, then greedy"
         );
     }
 }

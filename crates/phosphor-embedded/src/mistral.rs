@@ -221,7 +221,7 @@ impl Call {
                 enable_thinking: Some(false),
                 reasoning_effort: None,
             },
-            sampling_params: convert::sampling(request.temperature, self.max_tokens),
+            sampling_params: convert::sampling(request.temperature, request.repeat_penalty, self.max_tokens),
             response: tx,
             return_logprobs: false,
             is_streaming: true,
