@@ -16,7 +16,7 @@ use crate::compaction::CompactionReport;
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy;
-use crate::shown::{masked_len, shown_ledger, summary_as_context};
+use crate::shown::{SUMMARY_PREFIX, masked_len, shown_ledger, summary_as_context};
 use crate::tool::{Tool, Tools};
 use crate::turn::TurnOutcome;
 
@@ -237,6 +237,42 @@ impl SessionAgent {
         }
         .instrument(span)
         .await
+    }
+
+    /// Stores `messages` (a transcript read from a file) in `session` with fresh ids (the session id,
+    /// `-imported-` and the position, so several transcripts can share a store), as complete
+    /// messages. A summary flagged at the start (`"is_summary": true`, as `phosphor compact
+    /// --summary-flag` writes it, with or without [`SUMMARY_PREFIX`]) becomes the session's summary,
+    /// so compacting again builds on it; a flag anywhere else is dropped.
+    pub async fn import_messages(&self, session: &Session, messages: &[Message]) -> Result<()> {
+        let now = now_ms();
+        let mut summary_id = None;
+        for (index, message) in messages.iter().enumerate() {
+            let mut stored = message.clone();
+            stored.id = format!("{}-imported-{index:06}", session.id);
+            stored.session_id = session.id.clone();
+            stored.status = MessageStatus::Complete;
+            stored.created_at = now;
+            stored.updated_at = now;
+            stored.summarized_until = None;
+            if stored.is_summary && index == 0 {
+                let text = stored.text_content();
+                stored = Message {
+                    parts: Message::assistant(text.strip_prefix(SUMMARY_PREFIX).unwrap_or(&text)).parts,
+                    ..stored
+                };
+                summary_id = Some(stored.id.clone());
+            } else {
+                stored.is_summary = false;
+            }
+            self.store.append_message(&stored).await?;
+        }
+        if let Some(id) = summary_id {
+            let mut session = session.clone();
+            session.summary_message_id = Some(id);
+            self.store.update_session(&session).await?;
+        }
+        Ok(())
     }
 
     /// Compacts the session now (`/compact [instructions]`), waiting for a running turn first.

@@ -47,6 +47,7 @@
 mod agent;
 mod compaction;
 mod error;
+pub mod eval;
 mod events;
 pub mod policy;
 mod repetition;

@@ -413,7 +413,7 @@ fn heading_at(text: &str, heading: &str) -> Option<usize> {
 }
 
 /// The summary text without its trail (the trail is merged separately).
-pub(crate) fn strip(text: &str) -> &str {
+pub fn strip(text: &str) -> &str {
     split(text).map_or(text, |(summary, _)| summary)
 }
 

@@ -10,14 +10,7 @@
 //! returns aider's recorded output for each edit, and the summarizer writes nothing useful
 //! ("Summary."), so only what Phosphor itself keeps can survive.
 //!
-//! The conversion rules: `#### ` lines are the user's message; the lines after them, up to aider's
-//! own `> ` output, are the answer; the answer's SEARCH/REPLACE blocks become one assistant message
-//! with the text before the first block and one call per block, followed by a second assistant
-//! message with the text after the last block (or "(the recorded answer ended with its edits)");
-//! each call's result is the `> ` lines that name its file (or "(no output was recorded for this
-//! edit)"), the last call's also every other `> ` line. `> ` lines after an answer without edits,
-//! and those before an answer, were never shown to the model and are dropped. An empty answer is
-//! "(no answer was recorded)".
+//! The conversion rules are `phosphor_agent::eval::aider`'s.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -25,6 +18,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use phosphor_agent::eval::aider::{self, Turn};
 use phosphor_agent::{Models, SessionAgent, SessionState, Tool, ToolOutput};
 use phosphor_core::config::{Options, SummarizeModel};
 use phosphor_core::{
@@ -34,175 +28,25 @@ use phosphor_core::{
 use phosphor_store::{SessionStore, SqliteStore};
 use phosphor_testkit::{Script, ScriptedModel, text_turn};
 
-/// One SEARCH/REPLACE block.
-#[derive(Debug, Clone, PartialEq)]
-struct Edit {
-    path: String,
-    search: String,
-    replace: String,
-}
-
-/// One recorded exchange.
-#[derive(Debug, Clone, PartialEq, Default)]
-struct Turn {
-    user: String,
-    before: String,
-    edits: Vec<Edit>,
-    after: String,
-    output: Vec<String>,
-}
-
-/// The sessions of an aider chat history, each a list of turns (sessions without one are dropped).
-fn aider_sessions(text: &str) -> Vec<Vec<Turn>> {
-    let mut sessions = Vec::new();
-    for session in text.split("\n# aider chat started at ") {
-        let turns = aider_turns(session);
-        if !turns.is_empty() {
-            sessions.push(turns);
-        }
-    }
-    sessions
-}
-
-fn aider_turns(session: &str) -> Vec<Turn> {
-    enum Line<'a> {
-        User(&'a str),
-        Output(&'a str),
-        Answer(&'a str),
-    }
-    fn classify(line: &str) -> Line<'_> {
-        let marked = line.strip_suffix("  ").unwrap_or(line);
-        if let Some(text) = marked.strip_prefix("#### ").or((marked == "####").then_some("")) {
-            Line::User(text)
-        } else if let Some(text) = marked.strip_prefix("> ").or((marked == ">").then_some("")) {
-            Line::Output(text)
-        } else {
-            Line::Answer(line)
-        }
-    }
-    let mut turns = Vec::new();
-    // (user lines, answer lines, output lines) of the turn being read.
-    let mut current: Option<(Vec<&str>, Vec<&str>, Vec<&str>)> = None;
-    for line in session.lines() {
-        match classify(line) {
-            Line::User(text) => match &mut current {
-                Some((user, answer, output)) if answer.is_empty() && output.is_empty() => user.push(text),
-                _ => {
-                    turns.extend(current.take().map(|(u, a, o)| build_turn(&u, &a, &o)));
-                    current = Some((vec![text], Vec::new(), Vec::new()));
-                }
-            },
-            Line::Answer(text) => {
-                if let Some((_, answer, output)) = &mut current
-                    && output.is_empty()
-                {
-                    answer.push(text);
-                }
-            }
-            Line::Output(text) => {
-                if let Some((_, answer, output)) = &mut current
-                    && answer.iter().any(|l| !l.trim().is_empty())
-                {
-                    output.push(text);
-                }
-            }
-        }
-    }
-    turns.extend(current.map(|(u, a, o)| build_turn(&u, &a, &o)));
-    turns.retain(|t| !t.user.is_empty());
-    turns
-}
-
-fn build_turn(user: &[&str], answer: &[&str], output: &[&str]) -> Turn {
-    let mut turn = Turn {
-        user: user.join("\n").trim().to_owned(),
-        output: output.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).map(str::to_owned).collect(),
-        ..Turn::default()
-    };
-    let mut prose: Vec<&str> = Vec::new();
-    let mut i = 0;
-    while i < answer.len() {
-        if answer[i].trim_end() != "<<<<<<< SEARCH" {
-            prose.push(answer[i]);
-            i += 1;
-            continue;
-        }
-        // The path is on the line before the opening fence (or right before the marker).
-        if prose.last().is_some_and(|l| l.starts_with("```")) {
-            prose.pop();
-        }
-        let path = prose.pop().unwrap_or("").trim().to_owned();
-        let mut search = Vec::new();
-        let mut replace = Vec::new();
-        i += 1;
-        while i < answer.len() && answer[i].trim_end() != "=======" {
-            search.push(answer[i]);
-            i += 1;
-        }
-        i += 1;
-        while i < answer.len() && answer[i].trim_end() != ">>>>>>> REPLACE" {
-            replace.push(answer[i]);
-            i += 1;
-        }
-        i += 1;
-        if i < answer.len() && answer[i].starts_with("```") {
-            i += 1;
-        }
-        if turn.edits.is_empty() {
-            turn.before = prose.join("\n").trim().to_owned();
-            prose.clear();
-        }
-        turn.edits.push(Edit { path, search: search.join("\n"), replace: replace.join("\n") });
-    }
-    let rest = prose.join("\n").trim().to_owned();
-    if turn.edits.is_empty() {
-        turn.before = rest;
-    } else {
-        turn.after = rest;
-    }
-    turn
-}
-
 /// The recorded answer of `turn` as scripts (one, or two around the edits), and the recorded
 /// result of each edit, in call order.
 fn scripts_of(index: usize, turn: &Turn) -> (Vec<Script>, Vec<String>) {
     if turn.edits.is_empty() {
-        let text = if turn.before.is_empty() { "(no answer was recorded)" } else { &turn.before };
-        return (vec![text_turn(text, None)], Vec::new());
+        return (vec![text_turn(turn.first_answer(), None)], Vec::new());
     }
     let mut first: Script = Vec::new();
     if !turn.before.is_empty() {
         first.push(Ok(StreamEvent::TextDelta { text: turn.before.clone() }));
     }
-    let mut results = Vec::new();
-    let mut unclaimed: Vec<&str> = turn.output.iter().map(String::as_str).collect();
     for (k, edit) in turn.edits.iter().enumerate() {
-        let arguments =
-            serde_json::json!({ "path": edit.path, "old_string": edit.search, "new_string": edit.replace });
         first.push(Ok(StreamEvent::ToolCall(ToolCall {
-            id: format!("t{index}_e{k}"),
-            name: "edit_file".into(),
-            arguments: arguments.to_string(),
+            id: Turn::call_id(index, k),
+            name: aider::EDIT_TOOL.into(),
+            arguments: edit.arguments(),
         })));
-        let (mine, others): (Vec<&str>, Vec<&str>) =
-            unclaimed.iter().partition(|line| !edit.path.is_empty() && line.contains(edit.path.as_str()));
-        unclaimed = others;
-        results.push(if mine.is_empty() {
-            "(no output was recorded for this edit)".to_owned()
-        } else {
-            mine.join("\n")
-        });
-    }
-    if let Some(last) = results.last_mut()
-        && !unclaimed.is_empty()
-    {
-        last.push('\n');
-        last.push_str(&unclaimed.join("\n"));
     }
     first.push(Ok(StreamEvent::Finish { reason: FinishReason::ToolCalls }));
-    let after =
-        if turn.after.is_empty() { "(the recorded answer ended with its edits)" } else { &turn.after };
-    (vec![first, text_turn(after, None)], results)
+    (vec![first, text_turn(turn.last_answer(), None)], turn.edit_results())
 }
 
 /// `edit_file`, returning aider's recorded output for each call in order.
@@ -351,46 +195,11 @@ fn summaries_only() -> Options {
     Options { mask_threshold: 0.0, ..Options::default() }
 }
 
-#[test]
-fn aider_format_is_read_into_turns_with_edits_and_outputs() {
-    let text = "\
-> Aider v0.50.1  \n> Added a.py to the chat.  \n\n\
-#### fix the bug  \n####   \n#### in a.py  \n\n\
-Here is the fix:\n\na.py\n```python\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n```\n\n\
-b.py\n```python\n<<<<<<< SEARCH\n=======\nnew file\n>>>>>>> REPLACE\n```\n\nThat should do it.\n\n\
-> Applied edit to a.py  \n> Applied edit to b.py  \n> Commit 1234 fix  \n\n\
-#### thanks  \n\nYou're welcome.\n\n> Tokens: 1k  \n\n\
-# aider chat started at 2024-08-01\n\n#### only a question  \n";
-    let sessions = aider_sessions(text);
-    assert_eq!(sessions.len(), 2);
-    let turns = &sessions[0];
-    assert_eq!(turns.len(), 2);
-    assert_eq!(turns[0].user, "fix the bug\n\nin a.py");
-    assert_eq!(turns[0].before, "Here is the fix:");
-    assert_eq!(
-        turns[0].edits,
-        vec![
-            Edit { path: "a.py".into(), search: "x = 1".into(), replace: "x = 2".into() },
-            Edit { path: "b.py".into(), search: String::new(), replace: "new file".into() },
-        ]
-    );
-    assert_eq!(turns[0].after, "That should do it.");
-    let (scripts, results) = scripts_of(0, &turns[0]);
-    assert_eq!(scripts.len(), 2);
-    assert_eq!(
-        results,
-        vec!["Applied edit to a.py".to_owned(), "Applied edit to b.py\nCommit 1234 fix".to_owned()]
-    );
-    assert_eq!(turns[1].before, "You're welcome.");
-    assert!(scripts_of(1, &turns[1]).1.is_empty());
-    assert_eq!(sessions[1][0].user, "only a question");
-}
-
 #[tokio::test]
 async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured() {
     let Some(path) = phosphor_core::testing::test_model("PHOSPHOR_REPLAY_AIDER") else { return };
     let text = std::fs::read_to_string(&path).unwrap();
-    let mut sessions = aider_sessions(&text);
+    let mut sessions = aider::sessions(&text);
     assert!(sessions.len() > 600, "{} sessions with a turn in {}", sessions.len(), path.display());
     // The three sessions with the most turns that edit files at least ten times.
     sessions.retain(|s| s.iter().map(|t| t.edits.len()).sum::<usize>() >= 10);

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use phosphor_agent::eval::Strategy;
 
 /// Keeps LLM agent sessions alive past the model's context window by compacting them.
 #[derive(Debug, Parser)]
@@ -43,6 +44,8 @@ pub enum Command {
     Run(RunArgs),
     /// Compacts a transcript file (OpenAI chat-completions JSON, JSON lines, or {"messages": [...]}).
     Compact(CompactArgs),
+    /// Measures what each compaction strategy keeps of transcripts (probes derived from them).
+    Eval(EvalArgs),
     /// Stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -131,6 +134,40 @@ pub struct CompactArgs {
     /// The context window to check the threshold against in --dry-run (default: models.large's).
     #[arg(long, value_name = "TOKENS", requires = "dry_run")]
     pub context_window: Option<u64>,
+}
+
+/// `phosphor eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Transcripts (OpenAI chat-completions JSON, JSON lines, or {"messages": [...]}); a `.md` file is
+    /// an aider chat history, each session of three turns or more its own transcript.
+    #[arg(long, short, value_name = "FILE", required = true, num_args = 1..)]
+    pub input: Vec<PathBuf>,
+
+    /// The strategies to compare, in this order (default: all): original, truncate, mask, summary,
+    /// summary+state-trail.
+    #[arg(long = "strategy", value_name = "NAME", value_parser = parse_strategy)]
+    pub strategies: Vec<Strategy>,
+
+    /// The context window every strategy fits to (default: the session model's).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(256..))]
+    pub context_window: Option<u64>,
+
+    /// Evaluate at most this many transcripts (the first ones, in input order).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_transcripts: Option<u64>,
+
+    /// Print the results as one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write a self-contained HTML report (a chart, and what each strategy kept of each probe).
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
+}
+
+fn parse_strategy(name: &str) -> Result<Strategy, String> {
+    Strategy::parse(name)
 }
 
 /// `phosphor sessions ...`.

@@ -6,18 +6,15 @@
 //! Leading system messages are the agent's system prompt: they are not summarized, and are written
 //! back first, unchanged.
 
-use std::collections::HashSet;
 use std::io;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Result, bail};
+use phosphor_agent::eval::split_system;
 use phosphor_agent::{AgentEvent, AgentSettings, CompactionReason, SUMMARY_PREFIX, SessionAgent, policy};
 use phosphor_core::config::{Config, DEFAULT_MAX_OUTPUT_TOKENS, Options};
 use phosphor_core::openai::{ToOpenAiOptions, to_openai_with};
-use phosphor_core::{
-    ApproxCounter, Message, MessageStatus, ModelInfo, Role, Session, TokenCounter, ToolSpec,
-};
+use phosphor_core::{ApproxCounter, Message, ModelInfo, Role, TokenCounter, ToolSpec};
 use phosphor_prompt::Profiles;
 use phosphor_store::{SessionStore, SqliteStore};
 use tokio::sync::mpsc::unbounded_channel;
@@ -58,7 +55,7 @@ pub async fn compact(globals: &Globals, args: CompactArgs) -> Result<()> {
             ..AgentSettings::default()
         });
     let session = agent.create_session(source.clone()).await?;
-    import(&store, &session, rest).await?;
+    agent.import_messages(&session, rest).await?;
 
     let (events, mut received) = unbounded_channel();
     let mut renderer = Renderer::new(Box::new(io::stderr()), Box::new(io::stderr()));
@@ -87,15 +84,6 @@ pub async fn compact(globals: &Globals, args: CompactArgs) -> Result<()> {
     transcript::write_output(args.output.as_deref(), &transcript::render(values, &transcript.layout)?)
 }
 
-/// The leading system messages, the rest, and the system prompt the agent is given: the leading
-/// system messages' text joined by blank lines (the agent sends it as one system message).
-fn split_system(messages: &[Message]) -> (&[Message], &[Message], String) {
-    let count = messages.iter().take_while(|m| m.role == Role::System).count();
-    let (system, rest) = messages.split_at(count);
-    let prompt = system.iter().map(Message::text_content).collect::<Vec<_>>().join("\n\n");
-    (system, rest, prompt)
-}
-
 /// The tool schemas of a transcript kept as an object with a chat request's `"tools"` beside its
 /// `"messages"` (`[{"type": "function", "function": {"name", "description", "parameters"}}]`).
 fn tool_specs(layout: &Layout) -> Vec<ToolSpec> {
@@ -120,42 +108,6 @@ fn summary_for_transcript(summary: &Message, flag: bool) -> Message {
     let mut shown = Message::user(format!("{SUMMARY_PREFIX}{}", summary.text_content()));
     shown.is_summary = flag;
     shown
-}
-
-/// Stores `messages` in `session` with fresh ids. A summary flagged in the file (`"is_summary": true`, as
-/// `--summary-flag` writes) at the start becomes the session's summary, so compacting the file again
-/// builds on it; a flag anywhere else is dropped.
-async fn import(store: &SqliteStore, session: &Session, messages: &[Message]) -> Result<()> {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    let mut summary_id = None;
-    let mut ids = HashSet::new();
-    for (index, message) in messages.iter().enumerate() {
-        let mut stored = message.clone();
-        stored.id = format!("imported-{index:06}");
-        ids.insert(stored.id.clone());
-        stored.session_id = session.id.clone();
-        stored.status = MessageStatus::Complete;
-        stored.created_at = now;
-        stored.updated_at = now;
-        stored.summarized_until = None;
-        if stored.is_summary && index == 0 {
-            let text = stored.text_content();
-            stored = Message {
-                parts: Message::assistant(text.strip_prefix(SUMMARY_PREFIX).unwrap_or(&text)).parts,
-                ..stored
-            };
-            summary_id = Some(stored.id.clone());
-        } else {
-            stored.is_summary = false;
-        }
-        store.append_message(&stored).await?;
-    }
-    if let Some(id) = summary_id {
-        let mut session = session.clone();
-        session.summary_message_id = Some(id);
-        store.update_session(&session).await?;
-    }
-    Ok(())
 }
 
 /// The `--dry-run` report: tokens as read and after each pruning (tool outputs and long values in
@@ -397,8 +349,13 @@ mod tests {
     #[tokio::test]
     async fn a_flagged_summary_at_the_start_becomes_the_session_summary() {
         let store = SqliteStore::in_memory().await.unwrap();
-        let session = Session::new("s", "t", 0);
-        store.create_session(&session).await.unwrap();
+        let model = Arc::new(phosphor_testkit::ScriptedModel::new(Vec::new()));
+        let agent = SessionAgent::new(
+            Arc::new(store.clone()),
+            phosphor_agent::Models::new(model),
+            Options::default(),
+        );
+        let session = agent.create_session("t").await.unwrap();
         let summary = summary_for_transcript(
             &Message { is_summary: true, ..Message::assistant("## Goal\nShip.") },
             true,
@@ -408,8 +365,8 @@ mod tests {
             Message::user("next"),
             Message { is_summary: true, ..Message::user("not a summary") },
         ];
-        import(&store, &session, &messages).await.unwrap();
-        let history = store.history("s").await.unwrap();
+        agent.import_messages(&session, &messages).await.unwrap();
+        let history = store.history(&session.id).await.unwrap();
         assert_eq!(
             history.iter().map(|m| (m.is_summary, m.text_content())).collect::<Vec<_>>(),
             [

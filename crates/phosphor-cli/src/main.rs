@@ -55,6 +55,7 @@ mod cli;
 mod compact;
 mod config_check;
 mod cpu;
+mod eval;
 mod format;
 mod models;
 mod profiles;
@@ -200,6 +201,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Chat(args) => chat::chat(&globals, args).await,
         Command::Run(args) => run::run(&globals, args).await,
         Command::Compact(args) => compact::compact(&globals, args).await,
+        Command::Eval(args) => eval::eval(&globals, args).await,
         Command::Models(command) => {
             let config = config_check::load(&globals.workspace, globals.config.as_deref())?.config;
             match command {

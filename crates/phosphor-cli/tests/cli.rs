@@ -709,3 +709,72 @@ async fn the_readme_first_command_compacts_the_example_with_the_test_model() {
         assert!(summary.contains(&format!("- {file} (edited)")), "{file}:\n{summary}");
     }
 }
+
+#[tokio::test]
+async fn eval_scores_every_strategy_with_the_test_model_and_writes_the_report() {
+    let Some(model) = phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
+    let env = Env::new();
+    let report = env.home().join("report.html");
+    let model = model.to_str().unwrap().to_owned();
+    let output = env
+        .run(
+            &[
+                "--model-path",
+                &model,
+                "eval",
+                "--input",
+                example_transcript().to_str().unwrap(),
+                "--context-window",
+                "2048",
+                "--json",
+                "--report",
+                report.to_str().unwrap(),
+            ],
+            "",
+        )
+        .await;
+    assert_success(&output);
+    assert!(stderr(&output).contains("compacting with SmolLM2"), "{}", stderr(&output));
+    let json: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let names: Vec<&str> =
+        json["strategies"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["original", "truncate", "mask", "summary", "summary+state-trail"]);
+    let by_name =
+        |name: &str| json["strategies"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap();
+    assert_eq!(by_name("original")["scores"]["overall"], 1.0);
+    for strategy in json["strategies"].as_array().unwrap() {
+        for key in ["tokens_before", "tokens_after", "seconds"] {
+            assert!(strategy[key].is_number(), "{key}: {strategy}");
+        }
+        for key in ["artifact", "recall", "intent", "continuation", "overall"] {
+            let score = strategy["scores"][key].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&score), "{key}: {strategy}");
+        }
+    }
+    // The trail keeps every request and file whatever the model wrote.
+    let trail = &by_name("summary+state-trail")["scores"];
+    assert_eq!(trail["intent"], 1.0, "{trail}");
+    assert!(by_name("summary+state-trail")["seconds"].as_f64().unwrap() > 0.0);
+    assert!(by_name("truncate")["fits_window"].as_bool().unwrap());
+
+    let html = scraper::Html::parse_document(&fs::read_to_string(&report).unwrap());
+    assert!(html.errors.is_empty(), "{:?}", html.errors);
+    let select = |css: &str| scraper::Selector::parse(css).unwrap();
+    assert_eq!(html.select(&select("svg#chart g.point")).count(), 5);
+    for name in names {
+        let row = format!("table#strategies tr[data-strategy=\"{name}\"]");
+        assert_eq!(html.select(&select(&row)).count(), 1, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn eval_rejects_an_unknown_strategy_with_the_choices() {
+    let env = Env::new();
+    let output = env.run(&["eval", "--input", "x.json", "--strategy", "summarise"], "").await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("expected one of original, truncate, mask, summary, summary+state-trail"),
+        "{}",
+        stderr(&output)
+    );
+}
