@@ -1,4 +1,4 @@
-//! Measures what a compaction keeps: [probes](probes) derived from a transcript, checked against the
+//! Measures what a compaction keeps: [probes] derived from a transcript, checked against the
 //! context each [`Strategy`] leaves, strategy against strategy on the same transcripts
 //! (`phosphor eval`).
 //!

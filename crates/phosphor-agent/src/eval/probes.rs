@@ -30,11 +30,11 @@ pub const MAX_PER_KIND: usize = 24;
 /// Characters of one key string, at most.
 pub const MAX_KEY_CHARS: usize = 80;
 /// Distinctive terms of one request, plan item or message, at most.
-const MAX_TERMS: usize = 5;
+pub const MAX_TERMS: usize = 5;
 /// Words shorter than this are distinctive only when they look like code.
-const MIN_WORD_CHARS: usize = 4;
+pub const MIN_WORD_CHARS: usize = 4;
 /// Words that say nothing about a request, however long.
-const STOPWORDS: &[&str] = &[
+pub const STOPWORDS: &[&str] = &[
     "about", "also", "could", "does", "from", "have", "into", "just", "like", "make", "need", "only",
     "please", "should", "some", "sure", "than", "that", "then", "there", "these", "they", "this", "those",
     "what", "when", "where", "which", "will", "with", "would", "your",
