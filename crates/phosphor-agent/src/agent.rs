@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use phosphor_core::config::Options;
+use phosphor_core::config::{Options, SummarizeModel};
 use phosphor_core::{ChatModel, Message, MessageStatus, Part, Role, Session, TokenCounter, TokenLedger};
 use phosphor_prompt::Profiles;
 use phosphor_store::SessionStore;
@@ -40,6 +40,23 @@ impl Models {
     /// Only a large model.
     pub fn new(large: Arc<dyn ChatModel>) -> Models {
         Models { large, small: None, embedded: None, configured_large: None }
+    }
+
+    /// The model a choice of `summarize_model` (or `phosphor eval --judge`) means, or an error that
+    /// says what to configure.
+    pub fn choose(&self, choice: SummarizeModel) -> Result<Arc<dyn ChatModel>> {
+        match choice {
+            SummarizeModel::Main => Ok(self.large.clone()),
+            SummarizeModel::Large => Ok(self.configured_large.clone().unwrap_or_else(|| self.large.clone())),
+            SummarizeModel::Small => self.small.clone().ok_or(AgentError::ModelNotConfigured {
+                choice: "small",
+                hint: "add models.small to phosphor.json",
+            }),
+            SummarizeModel::Embedded => self.embedded.clone().ok_or(AgentError::ModelNotConfigured {
+                choice: "embedded",
+                hint: "enable embedded_models.inference in phosphor.json and build with an embedded engine",
+            }),
+        }
     }
 }
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use phosphor_core::config::SummarizeModel;
 use phosphor_core::{
     ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Role, StreamEvent, Usage,
 };
@@ -43,20 +42,7 @@ pub struct CompactionReport {
 
 impl SessionAgent {
     pub(crate) fn summarizer(&self) -> Result<Arc<dyn ChatModel>> {
-        match self.options.summarize_model {
-            SummarizeModel::Main => Ok(self.models.large.clone()),
-            SummarizeModel::Large => {
-                Ok(self.models.configured_large.clone().unwrap_or_else(|| self.models.large.clone()))
-            }
-            SummarizeModel::Small => self.models.small.clone().ok_or(AgentError::ModelNotConfigured {
-                choice: "small",
-                hint: "add models.small to phosphor.json",
-            }),
-            SummarizeModel::Embedded => self.models.embedded.clone().ok_or(AgentError::ModelNotConfigured {
-                choice: "embedded",
-                hint: "enable embedded_models.inference in phosphor.json and build with an embedded engine",
-            }),
-        }
+        self.models.choose(self.options.summarize_model)
     }
 
     /// The spec's `Summarize()`: folds the history where [`policy::cut`] says into a new summary

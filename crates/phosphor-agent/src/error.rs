@@ -21,6 +21,13 @@ pub enum AgentError {
     /// points at a profile problem). Fix the template or the profile name.
     #[error(transparent)]
     Prompt(#[from] PromptError),
+    /// An evaluation could not grade (`phosphor eval --judge`): the judge's template failed, or the
+    /// judge did not answer with a grade. The message says which; fix the template or choose another judge.
+    #[error("{message}")]
+    Eval {
+        /// What went wrong.
+        message: String,
+    },
     /// No session with this id. Create it first, or check the id.
     #[error("no session with id {id}")]
     SessionNotFound {

@@ -29,6 +29,7 @@ async fn evaluation(transcripts: &[EvalTranscript]) -> eval::Evaluation {
             SessionAgent::new(store, models.clone(), Options::default()).with_system_prompt(prompt)
         }),
         strategies: Strategy::ALL.to_vec(),
+        judge: None,
     };
     let mut lines = Vec::new();
     let evaluation = eval::evaluate(&setup, transcripts, &mut |line| lines.push(line)).await.unwrap();

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use phosphor_agent::eval::Strategy;
+use phosphor_core::config::SummarizeModel;
 
 /// Keeps LLM agent sessions alive past the model's context window by compacting them.
 #[derive(Debug, Parser)]
@@ -157,6 +158,16 @@ pub struct EvalArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_transcripts: Option<u64>,
 
+    /// Also have the session model answer every probe from each strategy's context, and this model
+    /// grade the answers from 0 to 5: main, large, small or embedded (as `summarize_model`).
+    #[arg(long, value_name = "MODEL", value_parser = parse_judge)]
+    pub judge: Option<SummarizeModel>,
+
+    /// The judge's rubric: a minijinja template given kind, question, expected and answer (default:
+    /// the built-in one, crates/phosphor-prompt/profiles/default/judge.md.tpl).
+    #[arg(long, value_name = "FILE", requires = "judge")]
+    pub judge_template: Option<PathBuf>,
+
     /// Print the results as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -168,6 +179,13 @@ pub struct EvalArgs {
 
 fn parse_strategy(name: &str) -> Result<Strategy, String> {
     Strategy::parse(name)
+}
+
+/// A model choice spelled as in `summarize_model` (its one parser: the configuration's).
+fn parse_judge(name: &str) -> Result<SummarizeModel, String> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).map_err(|_| {
+        format!("unknown model {name:?}: expected one of {}", SummarizeModel::ALLOWED.join(", "))
+    })
 }
 
 /// `phosphor sessions ...`.

@@ -5,7 +5,7 @@ use std::fs;
 
 use anyhow::{Context, Result, bail};
 use phosphor_agent::eval::{
-    self, EvalSetup, EvalTranscript, Strategy, Windowed, aider, report, split_system,
+    self, EvalSetup, EvalTranscript, Judge, Strategy, Windowed, aider, report, split_system,
 };
 use phosphor_agent::{AgentSettings, SessionAgent};
 use phosphor_prompt::Profiles;
@@ -35,6 +35,19 @@ pub async fn eval(globals: &Globals, args: EvalArgs) -> Result<()> {
     }
     let mut models = models::build(&loaded.config, Purpose::Compact, globals.model_path.as_deref()).await?;
     let window = args.context_window.unwrap_or_else(|| models.large.info().context_window);
+    // The judge and the answering model work at their own windows: only the strategies fit `window`.
+    let judge = match args.judge {
+        Some(choice) => {
+            let mut judge = Judge::new(models.large.clone(), models.choose(choice)?);
+            if let Some(path) = &args.judge_template {
+                judge.template =
+                    fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                judge.template_name = path.display().to_string();
+            }
+            Some(judge)
+        }
+        None => None,
+    };
     models.large = Windowed::wrap(models.large.clone(), window);
     let options = loaded.config.options.clone();
     let workspace = globals.workspace.clone();
@@ -49,6 +62,7 @@ pub async fn eval(globals: &Globals, args: EvalArgs) -> Result<()> {
                 })
         }),
         strategies: if args.strategies.is_empty() { Strategy::ALL.to_vec() } else { dedup(args.strategies) },
+        judge,
     };
     let evaluation = eval::evaluate(&setup, &transcripts, &mut |line| eprintln!("{line}")).await?;
     if let Some(path) = &args.report {

@@ -778,3 +778,97 @@ async fn eval_rejects_an_unknown_strategy_with_the_choices() {
         stderr(&output)
     );
 }
+
+/// The judged mode end to end against a local OpenAI-compatible server: the session model answers
+/// each probe from each context, the judge (here the same server) grades it.
+#[tokio::test]
+async fn eval_with_a_judge_asks_every_probe_and_reports_the_grades() {
+    let env = Env::new();
+    let transcript = example_transcript();
+    let transcript = transcript.to_str().unwrap();
+    let strategies = ["--strategy", "original", "--strategy", "truncate"];
+    // How many probes: a run without a judge calls no model.
+    let quiet = MockServer::start(vec![]).await;
+    env.mock_config(&quiet, 200_000, json!({}));
+    let plain = env
+        .run(
+            &[&["eval", "--input", transcript, "--context-window", "2048", "--json"], &strategies[..]]
+                .concat(),
+            "",
+        )
+        .await;
+    assert_success(&plain);
+    let probes = serde_json::from_str::<Value>(&stdout(&plain)).unwrap()["probes"].as_array().unwrap().len();
+    assert!(quiet.requests().is_empty());
+
+    // For each probe and strategy: an answer, then a grade (4, then 2, alternating by strategy);
+    // the judge's last reply holds no grade.
+    let mut responses = Vec::new();
+    for probe in 0..probes {
+        responses.push(sse_text(&["It was edited, then tested."], None));
+        responses.push(sse_text(&["Grade: 4"], None));
+        responses.push(sse_text(&["unknown"], None));
+        responses.push(sse_text(&[if probe + 1 == probes { "An excellent answer." } else { "2" }], None));
+    }
+    assert!(probes > 1);
+    let server = MockServer::start(responses).await;
+    env.mock_config(&server, 200_000, json!({}));
+    let report = env.home().join("judged.html");
+    let args = [
+        &["eval", "--input", transcript, "--context-window", "2048", "--json", "--judge", "main"],
+        &strategies[..],
+        &["--report", report.to_str().unwrap()],
+    ]
+    .concat();
+    let output = env.run(&args, "").await;
+    assert_success(&output);
+    let json: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let strategies = json["strategies"].as_array().unwrap();
+    assert_eq!(strategies[0]["judged"]["scores"]["overall"], 4.0, "{}", strategies[0]);
+    assert_eq!(strategies[1]["judged"]["scores"]["overall"], 2.0, "{}", strategies[1]);
+    assert_eq!(strategies[0]["judged"]["graded"], probes, "{}", strategies[0]);
+    assert_eq!(strategies[1]["judged"]["graded"], probes - 1, "{}", strategies[1]);
+    assert_eq!(strategies[1]["judged"]["no_grade"], 1, "{}", strategies[1]);
+    let last = &json["probes"][probes - 1]["judged"]["truncate"];
+    assert_eq!(last["no_grade"], "An excellent answer.", "{last}");
+    assert!(stderr(&output).contains("the judge gave no grade"), "{}", stderr(&output));
+    assert_eq!(json["probes"][0]["judged"]["original"]["grade"], 4);
+    let requests = server.requests();
+    assert_eq!(requests.len(), probes * 4);
+    // The answer request ends with the probe's question; the grade request holds the expected answer.
+    let first = &json["probes"][0];
+    let answer = sent(&requests[0]);
+    assert_eq!(answer.last().unwrap(), &("user".to_owned(), first["question"].as_str().unwrap().to_owned()));
+    assert!(answer[0].1.starts_with("You are continuing the work"), "{answer:?}");
+    let grade = sent(&requests[1]);
+    assert!(grade[0].1.contains(first["answer"].as_str().unwrap()), "{grade:?}");
+    assert!(grade[0].1.contains("It was edited, then tested."), "{grade:?}");
+    let html = fs::read_to_string(&report).unwrap();
+    assert!(html.contains("judged (0-5)") && html.contains("4.00/5"), "{html}");
+    assert!(html.contains("2.00/5 (1 without a grade)"), "{html}");
+
+    // A template that does not render fails before any model is asked, naming the file and line.
+    let template = env.home().join("rubric.tpl");
+    fs::write(&template, "Grade {{ answr }}").unwrap();
+    let broken = MockServer::start(vec![]).await;
+    env.mock_config(&broken, 200_000, json!({}));
+    let output = env
+        .run(
+            &[
+                "eval",
+                "--input",
+                transcript,
+                "--strategy",
+                "original",
+                "--judge",
+                "main",
+                "--judge-template",
+                template.to_str().unwrap(),
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("rubric.tpl line 1"), "{}", stderr(&output));
+    assert!(broken.requests().is_empty());
+}

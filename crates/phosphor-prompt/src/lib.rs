@@ -395,6 +395,29 @@ fn uses_previous_summary(template: &Template<'_, '_>) -> bool {
     template.undeclared_variables(false).contains("previous_summary")
 }
 
+/// The compiled-in template of `phosphor eval`'s judge (`profiles/default/judge.md.tpl`): it is given
+/// `kind`, `question`, `expected` and `answer`, and asks for a grade from 0 to 5.
+pub const JUDGE_TEMPLATE: &str = include_str!("../profiles/default/judge.md.tpl");
+
+/// Renders `source` (a template named `name` in errors: a file path, say) with `ctx`, in the same
+/// environment as the summary templates (strict undefined variables, no escaping). The error says
+/// where the template failed and why.
+pub fn render_template(
+    name: &str,
+    source: &str,
+    ctx: impl serde::Serialize,
+) -> std::result::Result<String, String> {
+    environment().template_from_named_str(name, source).and_then(|template| template.render(ctx)).map_err(
+        |err| {
+            format!(
+                "{name}{}: {}",
+                err.line().map(|l| format!(" line {l}")).unwrap_or_default(),
+                describe(&err, source)
+            )
+        },
+    )
+}
+
 fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);

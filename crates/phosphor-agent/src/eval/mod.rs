@@ -20,6 +20,7 @@
 //! overall score the mean of the kinds that have probes. Scores are shares, 0 to 1.
 
 pub mod aider;
+pub mod judge;
 pub mod probes;
 pub mod report;
 
@@ -36,6 +37,7 @@ use crate::error::{AgentError, Result};
 use crate::policy;
 use crate::shown::summary_as_context;
 use crate::state;
+pub use judge::{Judge, Verdict};
 pub use probes::{Probe, ProbeKind};
 
 /// A way to make a history fit (see the module documentation).
@@ -107,6 +109,8 @@ pub struct EvalSetup {
     pub agent: AgentBuilder,
     /// The strategies, in report order.
     pub strategies: Vec<Strategy>,
+    /// With a judge, every probe is also answered from each context and graded 0 to 5.
+    pub judge: Option<Judge>,
 }
 
 /// A model with another context window: the evaluation's window, whatever the model's own.
@@ -154,7 +158,8 @@ pub struct Outcome {
     pub seconds: f64,
 }
 
-/// Scores of one strategy, each a share from 0 to 1 (`None`: no probe of that kind).
+/// Scores of one strategy: the deterministic ones are shares from 0 to 1, the judged ones grades
+/// from 0 to 5 (`None`: no probe of that kind).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Scores {
     /// Files and commands.
@@ -170,7 +175,7 @@ pub struct Scores {
 }
 
 impl Scores {
-    /// The scores of the probes `kept` (each probe's kind and kept share).
+    /// The means of the probes' scores `kept` (each probe's kind and score).
     pub fn of(kept: impl IntoIterator<Item = (ProbeKind, f64)>) -> Scores {
         let mut sums: BTreeMap<&'static str, (f64, usize)> = BTreeMap::new();
         for (kind, share) in kept {
@@ -217,6 +222,37 @@ pub struct StrategyResult {
     pub seconds: f64,
     /// Deterministic scores over every probe of every transcript.
     pub scores: Scores,
+    /// What the judge made of this strategy's contexts (with a judge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judged: Option<Judged>,
+}
+
+/// The judged mode's result for one strategy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Judged {
+    /// Mean grades, 0 to 5, over the probes the judge graded.
+    pub scores: Scores,
+    /// Probes graded.
+    pub graded: usize,
+    /// Probes not asked: the context does not fit the answering model's window.
+    pub unfit: usize,
+    /// Probes the judge replied to without a grade.
+    pub no_grade: usize,
+}
+
+impl Judged {
+    fn of(verdicts: &[(ProbeKind, Verdict)]) -> Judged {
+        let count = |f: fn(&Verdict) -> bool| verdicts.iter().filter(|(_, v)| f(v)).count();
+        Judged {
+            scores: Scores::of(verdicts.iter().filter_map(|(kind, v)| match v {
+                Verdict::Grade(g) => Some((*kind, f64::from(*g))),
+                _ => None,
+            })),
+            graded: count(|v| matches!(v, Verdict::Grade(_))),
+            unfit: count(|v| matches!(v, Verdict::Unfit)),
+            no_grade: count(|v| matches!(v, Verdict::NoGrade(_))),
+        }
+    }
 }
 
 /// One transcript as evaluated.
@@ -242,6 +278,9 @@ pub struct ProbeResult {
     pub probe: Probe,
     /// Strategy name → the share of the probe's keys its context holds.
     pub kept: BTreeMap<&'static str, f64>,
+    /// Strategy name → the judge's verdict; empty without a judge.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub judged: BTreeMap<&'static str, Verdict>,
 }
 
 /// An evaluation: every strategy on every transcript.
@@ -283,11 +322,16 @@ pub async fn evaluate(
                 fits_window: true,
                 seconds: 0.0,
                 scores: Scores::default(),
+                judged: None,
             })
             .collect(),
         probes: Vec::new(),
     };
     let mut kept: Vec<Vec<(ProbeKind, f64)>> = vec![Vec::new(); setup.strategies.len()];
+    let mut graded: Vec<Vec<(ProbeKind, Verdict)>> = vec![Vec::new(); setup.strategies.len()];
+    if let Some(judge) = &setup.judge {
+        judge.check()?;
+    }
     let result = async {
         for (index, transcript) in transcripts.iter().enumerate() {
             let agent = (setup.agent)(shared.clone(), &transcript.system_prompt);
@@ -312,14 +356,60 @@ pub async fn evaluate(
                 result.seconds += outcome.seconds;
                 result.fits_window &= outcome.tokens_after + reserve <= evaluation.window;
             }
+            // The answering model counts the contexts with its own tokenizer, at its own window.
+            let answer_tokens: Vec<u64> = match &setup.judge {
+                Some(judge) => {
+                    let counter = judge.answerer.counter();
+                    progress(format!(
+                        "{}: {} answers {} probes from {} contexts, {} grades them…",
+                        transcript.source,
+                        judge.answerer.info().model,
+                        probes.len(),
+                        outcomes.len(),
+                        judge.judge.info().model
+                    ));
+                    outcomes
+                        .iter()
+                        .map(|o| {
+                            let tokens: u64 = o.context.iter().map(|m| counter.count_message(m)).sum();
+                            policy::fixed_tokens(&transcript.system_prompt, &[], counter.as_ref()) + tokens
+                        })
+                        .collect()
+                }
+                None => Vec::new(),
+            };
             for probe in probes {
                 let mut shares = BTreeMap::new();
+                let mut grades = BTreeMap::new();
                 for (slot, outcome) in outcomes.iter().enumerate() {
                     let share = probes::kept_share(&probe, &contexts[slot]);
                     kept[slot].push((probe.kind, share));
                     shares.insert(outcome.strategy.name(), share);
+                    if let Some(judge) = &setup.judge {
+                        let mut context = Vec::with_capacity(outcome.context.len() + 1);
+                        if !transcript.system_prompt.is_empty() {
+                            context.push(Message::system(transcript.system_prompt.clone()));
+                        }
+                        context.extend(outcome.context.iter().cloned());
+                        let verdict = judge.grade(&probe, &context, answer_tokens[slot]).await?;
+                        if let Verdict::NoGrade(reply) = &verdict {
+                            progress(format!(
+                                "warning: {}: the judge gave no grade ({} probe, {}): {reply:?}",
+                                transcript.source,
+                                probe.kind.as_str(),
+                                outcome.strategy.name()
+                            ));
+                        }
+                        graded[slot].push((probe.kind, verdict.clone()));
+                        grades.insert(outcome.strategy.name(), verdict);
+                    }
                 }
-                evaluation.probes.push(ProbeResult { transcript: index, probe, kept: shares });
+                evaluation.probes.push(ProbeResult {
+                    transcript: index,
+                    probe,
+                    kept: shares,
+                    judged: grades,
+                });
             }
         }
         Ok::<(), AgentError>(())
@@ -329,6 +419,7 @@ pub async fn evaluate(
     result?;
     for (slot, result) in evaluation.strategies.iter_mut().enumerate() {
         result.scores = Scores::of(kept[slot].iter().copied());
+        result.judged = setup.judge.as_ref().map(|_| Judged::of(&graded[slot]));
         result.compression = result.tokens_before as f64 / result.tokens_after.max(1) as f64;
     }
     Ok(evaluation)

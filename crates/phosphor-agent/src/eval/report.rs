@@ -3,14 +3,27 @@
 
 use std::fmt::Write as _;
 
-use super::{Evaluation, ProbeKind, Scores};
+use super::{Evaluation, Judged, ProbeKind, Scores, Verdict};
 
 /// A share as a percentage, or `-` when there is none.
 fn percent(share: Option<f64>) -> String {
     share.map_or_else(|| "-".to_owned(), |s| format!("{:.0}%", s * 100.0))
 }
 
-/// The text table: one row per strategy.
+/// A judge's overall mean grade (or `-`), and how many probes it could not grade.
+fn grade(judged: Option<Judged>) -> String {
+    let Some(judged) = judged else { return "-".to_owned() };
+    let mut text = judged.scores.overall.map_or_else(|| "-".to_owned(), |g| format!("{g:.2}/5"));
+    if judged.unfit > 0 {
+        let _ = write!(text, " ({} did not fit)", judged.unfit);
+    }
+    if judged.no_grade > 0 {
+        let _ = write!(text, " ({} without a grade)", judged.no_grade);
+    }
+    text
+}
+
+/// The text table: one row per strategy (with a judge, also its overall mean grade).
 pub fn table(evaluation: &Evaluation) -> String {
     let probes = evaluation.probes.len();
     let mut out = format!(
@@ -19,7 +32,8 @@ pub fn table(evaluation: &Evaluation) -> String {
         evaluation.window,
         evaluation.summarizer
     );
-    let _ = writeln!(
+    let judged = evaluation.strategies.iter().any(|s| s.judged.is_some());
+    let _ = write!(
         out,
         "{:<20} {:>9} {:>9} {:>6} {:>4} {:>8} {:>8} {:>6} {:>6} {:>12} {:>7}",
         "strategy",
@@ -34,6 +48,7 @@ pub fn table(evaluation: &Evaluation) -> String {
         "continuation",
         "overall"
     );
+    out.push_str(if judged { "  judged\n" } else { "\n" });
     for s in &evaluation.strategies {
         let Scores { artifact, recall, intent, continuation, overall } = s.scores;
         let _ = writeln!(
@@ -51,6 +66,10 @@ pub fn table(evaluation: &Evaluation) -> String {
             percent(continuation),
             percent(overall)
         );
+        if judged {
+            out.pop();
+            let _ = writeln!(out, "  {}", grade(s.judged));
+        }
     }
     out
 }
@@ -168,7 +187,12 @@ pub fn html(evaluation: &Evaluation) -> String {
     for kind in ProbeKind::ALL {
         let _ = write!(out, "<th>{}</th>", kind.as_str());
     }
-    out.push_str("<th>overall</th></tr>\n");
+    let judged = evaluation.strategies.iter().any(|s| s.judged.is_some());
+    out.push_str(if judged {
+        "<th>overall</th><th>judged (0-5)</th></tr>\n"
+    } else {
+        "<th>overall</th></tr>\n"
+    });
     for s in &evaluation.strategies {
         let _ = write!(
             out,
@@ -183,7 +207,11 @@ pub fn html(evaluation: &Evaluation) -> String {
         for kind in ProbeKind::ALL {
             let _ = write!(out, "<td>{}</td>", percent(s.scores.get(kind)));
         }
-        let _ = writeln!(out, "<td>{}</td></tr>", percent(s.scores.overall));
+        let _ = write!(out, "<td>{}</td>", percent(s.scores.overall));
+        if judged {
+            let _ = write!(out, "<td>{}</td>", grade(s.judged));
+        }
+        out.push_str("</tr>\n");
     }
     out.push_str(
         "</table>\n<h2>Transcripts</h2>\n<table id=\"transcripts\">\n<tr><th class=\"text\">transcript</th>\
@@ -223,7 +251,13 @@ pub fn html(evaluation: &Evaluation) -> String {
                 Some(v) if v > 0.0 => "partial",
                 _ => "lost",
             };
-            let _ = write!(out, "<td class=\"{class}\">{}</td>", percent(share));
+            let verdict = match p.judged.get(s.name) {
+                Some(Verdict::Grade(g)) => format!(" · {g}/5"),
+                Some(Verdict::Unfit) => " · did not fit".to_owned(),
+                Some(Verdict::NoGrade(_)) => " · no grade".to_owned(),
+                None => String::new(),
+            };
+            let _ = write!(out, "<td class=\"{class}\">{}{}</td>", percent(share), escape(&verdict));
         }
         out.push_str("</tr>\n");
     }
