@@ -36,8 +36,12 @@ async fn gemma3_on_auto_summarizes_a_session_through_the_compaction_path() {
     summarizes_through_the_compaction_path("PHOSPHOR_TEST_GEMMA", Engine::Auto, EngineKind::LlamaCpp).await;
 }
 
+/// Held while a model runs: two engines sharing 2 cores slow each other down many times over.
+static MODEL_RUNS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn summarizes_through_the_compaction_path(variable: &str, engine: Engine, expected: EngineKind) {
     let Some(path) = phosphor_core::testing::test_model(variable) else { return };
+    let _one_model_at_a_time = MODEL_RUNS.lock().await;
     let inference = InferenceConfig { enabled: true, model_path: Some(path), engine, ..Default::default() };
     // The session's main model is scripted; the summary comes from the real local model.
     let large = Arc::new(ScriptedModel::new(vec![

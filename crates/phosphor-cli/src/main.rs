@@ -117,6 +117,9 @@ pub struct Globals {
     pub model_path: Option<PathBuf>,
 }
 
+/// How long the program waits, at exit, for a local model to notice that its answer is no longer read.
+const ENGINE_EXIT_WAIT: Duration = Duration::from_secs(60);
+
 fn main() -> ExitCode {
     if let Err(message) = cpu::check() {
         eprintln!("error: {message}");
@@ -130,6 +133,12 @@ fn main() -> ExitCode {
             let result = runtime.block_on(dispatch(cli));
             // Leave at once: a blocked stdin reader must not keep the process alive.
             runtime.shutdown_timeout(Duration::from_millis(200));
+            // But not under a model still finishing a step: exiting then kills the process mid-decode.
+            if !phosphor_embedded::wait_until_idle(ENGINE_EXIT_WAIT) {
+                eprintln!(
+                    "warning: the local model was still running {ENGINE_EXIT_WAIT:?} after the command ended"
+                );
+            }
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => report(&err, verbose),

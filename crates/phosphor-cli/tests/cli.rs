@@ -681,11 +681,16 @@ async fn ctrl_c_cancels_a_turn_and_leaves_the_session_usable() {
     );
 }
 
+/// Held by the tests that run the test model: two models sharing the 2 cores of a CI machine slow each
+/// other down many times over (each engine's threads wait for cores the other holds).
+static MODEL_RUNS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The README's first command, for real: the test model compacts the example transcript, and what
 /// a continuing agent needs is in the result whatever the small model wrote.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_readme_first_command_compacts_the_example_with_the_test_model() {
     let Some(model) = phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
+    let _one_model_at_a_time = MODEL_RUNS.lock().await;
     let env = Env::new();
     let transcript = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/transcript.json");
     let model = model.to_str().unwrap().to_owned();
@@ -713,6 +718,7 @@ async fn the_readme_first_command_compacts_the_example_with_the_test_model() {
 #[tokio::test]
 async fn eval_scores_every_strategy_with_the_test_model_and_writes_the_report() {
     let Some(model) = phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
+    let _one_model_at_a_time = MODEL_RUNS.lock().await;
     let env = Env::new();
     let report = env.home().join("report.html");
     let model = model.to_str().unwrap().to_owned();

@@ -21,6 +21,7 @@ use phosphor_core::model::{ChatModel, ChatRequest, ChatStream, ModelInfo, Stream
 use tokio::sync::OnceCell;
 use tracing::field::Empty;
 
+use crate::busy::Busy;
 use crate::error::{EmbeddedError, Result};
 use crate::hub::{HubSettings, ResolvedModel, resolve};
 use crate::select::{EngineKind, choose_engine};
@@ -173,6 +174,11 @@ async fn blocking<T: Send + 'static>(
     path: PathBuf,
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
+    let busy = Busy::start();
+    let work = move || {
+        let _busy = busy;
+        work()
+    };
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
         Err(join) => {

@@ -93,6 +93,7 @@
 //!
 //! Only this crate names the engines' types.
 
+mod busy;
 mod catalog;
 #[cfg(feature = "mistralrs")]
 mod convert;
@@ -105,6 +106,7 @@ mod llama;
 mod mistral;
 mod select;
 
+pub use busy::wait_until_idle;
 pub use catalog::{RepoSpec, SHORT_NAMES, ShortName, default_model, short_name};
 pub use engine::{EmbeddedModel, PROVIDER, load, load_resolved, load_with};
 pub use error::{EmbeddedError, Result};

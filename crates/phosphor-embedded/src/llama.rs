@@ -20,6 +20,7 @@ use phosphor_core::model::{ChatRequest, ChatStream, StreamEvent};
 use phosphor_core::{Error, FinishReason, Message, Part, Result as CoreResult, Role, TokenCounter, Usage};
 use tokio::sync::mpsc;
 
+use crate::busy::Busy;
 use crate::error::{EmbeddedError, Result};
 use crate::select::EngineKind;
 
@@ -206,7 +207,9 @@ pub(crate) fn stream(
     // The thread starts on the first poll, inside the caller's runtime.
     let start = async move {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let busy = Busy::start();
         tokio::task::spawn_blocking(move || {
+            let _busy = busy;
             let _entered = span.enter();
             if let Err(error) = engine.generate(&request, max_tokens, &model, &tx) {
                 // The reader may be gone already; then nobody needs the error.
