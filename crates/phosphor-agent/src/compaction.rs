@@ -130,9 +130,9 @@ impl SessionAgent {
         let summary_budget = policy::reserve(&info).min(self.settings.summary_max_output_tokens);
         let large = self.models.large.info();
         let state_budget = policy::state_budget(&self.options, large.context_window);
-        let room = large
-            .context_window
-            .saturating_sub(self.fixed_tokens() + policy::reserve(large) + summary_budget + state_budget);
+        let room = large.context_window.saturating_sub(
+            self.fixed_tokens(cache) + policy::reserve(large) + summary_budget + state_budget,
+        );
         let budget = KeepBudget { room, keep_recent: self.options.summarize_keep_recent_tokens };
         let Some(cut) = policy::cut(&cache.history, cache.ledger.counts(), turn, budget) else {
             return Err(AgentError::NothingToCompact);

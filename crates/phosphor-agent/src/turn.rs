@@ -5,7 +5,8 @@ use std::borrow::Cow;
 
 use futures::StreamExt;
 use phosphor_core::{
-    ChatModel, ChatRequest, Completion, Message, MessageStatus, Part, Role, StreamEvent, TokenLedger, Usage,
+    ChatModel, ChatRequest, Completion, FinishReason, Message, MessageStatus, Part, Role, StreamEvent,
+    TokenLedger, ToolCall, Usage,
 };
 use tracing::Instrument;
 
@@ -30,10 +31,32 @@ pub struct TurnOutcome {
     pub compactions: Vec<CompactionReport>,
 }
 
+/// What the client of a request chose (a proxied client's own settings; the agent's are defaults).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Sampling {
+    /// The most tokens the answer may have (never more than fits the window).
+    pub(crate) max_output_tokens: Option<u64>,
+    /// Sampling temperature.
+    pub(crate) temperature: Option<f32>,
+}
+
+/// What one request of a turn came to.
+pub(crate) enum Step {
+    /// The model answered; the answer is stored.
+    Answered {
+        message: Box<Message>,
+        calls: Vec<ToolCall>,
+        usage: Option<Usage>,
+        finish_reason: Option<FinishReason>,
+    },
+    /// The model rejected the request as too long and a compaction ran: send it again.
+    Retry,
+}
+
 /// What a turn has done about compaction so far.
-struct TurnState {
+pub(crate) struct TurnState {
     user_id: String,
-    compactions: Vec<CompactionReport>,
+    pub(crate) compactions: Vec<CompactionReport>,
     /// The last time the triggers fired, what came of it (for warnings and errors).
     last: Attempt,
     /// The still-over-threshold warning is given once per turn.
@@ -54,8 +77,13 @@ enum Attempt {
 }
 
 impl TurnState {
+    /// A turn whose user message is `user_id` (empty: none in the history).
+    pub(crate) fn new(user_id: String) -> TurnState {
+        TurnState { user_id, compactions: Vec::new(), last: Attempt::None, warned: false }
+    }
+
     /// What was tried, for a warning or a `StillOverflowing` error.
-    fn tried(&self) -> String {
+    pub(crate) fn tried(&self) -> String {
         let count = self.compactions.len();
         let ran = match count {
             0 => "no compaction ran in this turn".to_owned(),
@@ -96,7 +124,7 @@ impl SessionAgent {
         // but marked failed, so it never becomes history and cannot wedge the session.
         let mut user = self.new_message(&cache.session.id, Role::User, vec![Part::Text { text: prompt }]);
         let user_tokens = self.counter.count_message(&user);
-        let overhead = self.fixed_tokens() + reserve;
+        let overhead = self.fixed_tokens(cache) + reserve;
         if user_tokens + overhead > window {
             user.status = MessageStatus::Failed;
             self.store.append_message(&user).await?;
@@ -120,12 +148,7 @@ impl SessionAgent {
             AgentEvent::TurnStarted { session_id: cache.session.id.clone(), message_id: user_id.clone() },
         );
 
-        let mut turn = TurnState {
-            user_id: user_id.clone(),
-            compactions: Vec::new(),
-            last: Attempt::None,
-            warned: false,
-        };
+        let mut turn = TurnState::new(user_id.clone());
         let mut model_calls = 0u32;
         loop {
             if model_calls >= self.settings.max_tool_rounds {
@@ -140,64 +163,11 @@ impl SessionAgent {
                 );
                 break;
             }
-            // Before every request of the turn: the post-user-message overflow check and the
-            // pre-request threshold check (spec order), then whether the request can go.
-            // Observation masking first: when it brings the request under the triggers, no summary
-            // is written.
-            let mut estimate = self.estimate(cache);
-            if policy::should_mask(estimate, window, &self.options) && self.mask(cache, events).await? {
-                estimate = self.estimate(cache);
-            }
-            if let Some(reason) = policy::trigger(estimate, reserve, window, &self.options) {
-                self.compact_in_turn(cache, &mut turn, reason, events).await?;
-                self.check_fit(cache, &mut turn, reserve, window, events)?;
-            }
-
-            let request = self.build_request(cache);
-            let estimated_request = self.counter.count_request(&request);
             model_calls += 1;
-            let completion = match self.call_model(large.as_ref(), request, events).await {
-                Ok(completion) => completion,
-                Err(err) if err.is_context_overflow() => {
-                    // The model counts more than we estimated: compact (when the policy allows) and retry.
-                    emit(events, AgentEvent::Warning { message: format!("{err}; compacting and retrying") });
-                    if self.compact_in_turn(cache, &mut turn, CompactionReason::Rejected, events).await? {
-                        continue;
-                    }
-                    return Err(AgentError::StillOverflowing {
-                        tokens: self.estimate(cache),
-                        reserve,
-                        window,
-                        model: info.model.clone(),
-                        tried: format!("the model rejected the request as too long; {}", turn.tried()),
-                    });
-                }
-                Err(err) => return Err(err.into()),
+            let (assistant, calls) = match self.step(cache, &mut turn, &Sampling::default(), events).await? {
+                Step::Answered { message, calls, .. } => (*message, calls),
+                Step::Retry => continue,
             };
-
-            let usage = completion.usage;
-            let calls = completion.tool_calls.clone();
-            let mut assistant = completion.into_message(Some(info.model.clone()));
-            assistant.id = new_id();
-            assistant.session_id = cache.session.id.clone();
-            assistant.created_at = now_ms();
-            assistant.updated_at = assistant.created_at;
-            self.store.append_message(&assistant).await?;
-            cache.push(self.counter.as_ref(), assistant.clone());
-            cache.responses_since_compaction += 1;
-
-            // Token fields after a normal call: from the provider's usage.
-            let session = &mut cache.session;
-            if let Some(usage) = usage {
-                session.prompt_tokens = usage.input_tokens;
-                session.completion_tokens = usage.output_tokens;
-                session.current_tokens = usage.input_tokens + usage.output_tokens;
-                cache.calibration = Some((usage.input_tokens, estimated_request));
-            } else {
-                session.current_tokens = self.fixed_tokens() + cache.ledger.total();
-            }
-            cache.session.updated_at = now_ms();
-            self.store.update_session(&cache.session).await?;
 
             if calls.is_empty() {
                 emit(events, AgentEvent::TurnFinished { message_id: assistant.id.clone(), model_calls });
@@ -224,6 +194,82 @@ impl SessionAgent {
             model_calls,
             compactions: turn.compactions,
         })
+    }
+
+    /// One request of a turn: masking and the triggers before it (compacting when they fire and
+    /// the policy allows), the request itself (compacting and asking for a retry when the model
+    /// rejects it as too long), and the answer stored with the session's token fields.
+    pub(crate) async fn step(
+        &self,
+        cache: &mut Cache,
+        turn: &mut TurnState,
+        sampling: &Sampling,
+        events: Option<&EventSender>,
+    ) -> Result<Step> {
+        let large = self.models.large.clone();
+        let info = large.info().clone();
+        let window = info.context_window;
+        let reserve = policy::reserve(&info);
+        // Before every request of the turn: the post-user-message overflow check and the
+        // pre-request threshold check (spec order), then whether the request can go.
+        // Observation masking first: when it brings the request under the triggers, no summary
+        // is written.
+        let mut estimate = self.estimate(cache);
+        if policy::should_mask(estimate, window, &self.options) && self.mask(cache, events).await? {
+            estimate = self.estimate(cache);
+        }
+        if let Some(reason) = policy::trigger(estimate, reserve, window, &self.options) {
+            self.compact_in_turn(cache, turn, reason, events).await?;
+            self.check_fit(cache, turn, reserve, window, events)?;
+        }
+
+        let request = self.build_request(cache, sampling);
+        let estimated_request = self.counter.count_request(&request);
+        let completion = match self.call_model(large.as_ref(), request, events).await {
+            Ok(completion) => completion,
+            Err(err) if err.is_context_overflow() => {
+                // The model counts more than we estimated: compact (when the policy allows) and retry.
+                emit(events, AgentEvent::Warning { message: format!("{err}; compacting and retrying") });
+                if self.compact_in_turn(cache, turn, CompactionReason::Rejected, events).await? {
+                    return Ok(Step::Retry);
+                }
+                return Err(AgentError::StillOverflowing {
+                    tokens: self.estimate(cache),
+                    reserve,
+                    window,
+                    model: info.model.clone(),
+                    tried: format!("the model rejected the request as too long; {}", turn.tried()),
+                });
+            }
+            Err(err) => return Err(err.into()),
+        };
+
+        let usage = completion.usage;
+        let calls = completion.tool_calls.clone();
+        let finish_reason = completion.finish_reason.clone();
+        let mut assistant = completion.into_message(Some(info.model.clone()));
+        assistant.id = new_id();
+        assistant.session_id = cache.session.id.clone();
+        assistant.created_at = now_ms();
+        assistant.updated_at = assistant.created_at;
+        self.store.append_message(&assistant).await?;
+        cache.push(self.counter.as_ref(), assistant.clone());
+        cache.responses_since_compaction += 1;
+
+        // Token fields after a normal call: from the provider's usage.
+        let shown_tokens = self.fixed_tokens(cache) + cache.ledger.total();
+        let session = &mut cache.session;
+        if let Some(usage) = usage {
+            session.prompt_tokens = usage.input_tokens;
+            session.completion_tokens = usage.output_tokens;
+            session.current_tokens = usage.input_tokens + usage.output_tokens;
+            cache.calibration = Some((usage.input_tokens, estimated_request));
+        } else {
+            session.current_tokens = shown_tokens;
+        }
+        cache.session.updated_at = now_ms();
+        self.store.update_session(&cache.session).await?;
+        Ok(Step::Answered { message: Box::new(assistant), calls, usage, finish_reason })
     }
 
     /// A compaction inside the turn, when the progress rule and the backstop allow one. It may fold
@@ -285,7 +331,7 @@ impl SessionAgent {
         cache.masked = until;
         cache.ledger = ledger;
         cache.session.masked_until = Some(masked_until.clone());
-        cache.session.current_tokens = self.fixed_tokens() + cache.ledger.total();
+        cache.session.current_tokens = self.fixed_tokens(cache) + cache.ledger.total();
         cache.session.updated_at = now_ms();
         self.store.update_session(&cache.session).instrument(span.clone()).await?;
         let tokens_after = self.estimate(cache);
@@ -337,26 +383,25 @@ impl SessionAgent {
 
     /// The request for the large model: system prompt, history since the summary (tool pairing
     /// repaired), tools.
-    fn build_request(&self, cache: &Cache) -> ChatRequest {
+    fn build_request(&self, cache: &Cache, sampling: &Sampling) -> ChatRequest {
+        let (system_prompt, tools) = self.frame(cache);
         let mut messages: Vec<Cow<'_, Message>> = Vec::with_capacity(cache.history.len() + 1);
-        if !self.system_prompt.is_empty() {
-            messages.push(Cow::Owned(Message::system(&self.system_prompt)));
+        if !system_prompt.is_empty() {
+            messages.push(Cow::Owned(Message::system(system_prompt)));
         }
         messages.extend(shown_history(&cache.history, cache.masked));
         let messages =
             phosphor_prune::repair_tool_pairing(messages).into_iter().map(Cow::into_owned).collect();
+        let info = self.models.large.info();
+        // Never ask for more than fits: the reserve check may have used a capped reserve.
+        let room = info.context_window.saturating_sub(self.estimate(cache)).max(1);
         ChatRequest {
             messages,
-            tools: self.tools.specs(),
-            // Never ask for more than fits: the reserve check may have used a capped reserve.
+            tools,
             max_output_tokens: Some(
-                self.models
-                    .large
-                    .info()
-                    .max_output_tokens
-                    .min(self.models.large.info().context_window.saturating_sub(self.estimate(cache)).max(1)),
+                sampling.max_output_tokens.unwrap_or(u64::MAX).min(info.max_output_tokens).min(room),
             ),
-            temperature: None,
+            temperature: sampling.temperature,
             conversation_id: Some(cache.session.id.clone()),
             repeat_penalty: None,
         }
@@ -399,7 +444,7 @@ impl SessionAgent {
 }
 
 /// A session title from its first prompt: the first line, at most 60 characters.
-fn title_from(prompt: &str) -> String {
+pub(crate) fn title_from(prompt: &str) -> String {
     let line = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
     match line.char_indices().nth(60) {
         Some((cut, _)) => format!("{}…", &line[..cut]),

@@ -47,6 +47,8 @@ pub enum Command {
     Compact(CompactArgs),
     /// Measures what each compaction strategy keeps of transcripts (probes derived from them).
     Eval(EvalArgs),
+    /// An OpenAI-compatible proxy that compacts any client's conversation (POST /v1/chat/completions).
+    Serve(ServeArgs),
     /// Stored sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -179,6 +181,30 @@ pub struct EvalArgs {
 
 fn parse_strategy(name: &str) -> Result<Strategy, String> {
     Strategy::parse(name)
+}
+
+/// `phosphor serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on. Anything but loopback requires --api-key-env.
+    #[arg(long, value_name = "IP:PORT", default_value = crate::serve::DEFAULT_LISTEN, value_parser = crate::serve::parse_listen)]
+    pub listen: std::net::SocketAddr,
+
+    /// Clients must send `Authorization: Bearer <key>`, the key being this environment variable's value.
+    #[arg(long, value_name = "NAME")]
+    pub api_key_env: Option<String>,
+
+    /// The largest request body accepted (413 above it).
+    #[arg(long, value_name = "BYTES", default_value_t = 32 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Seconds a request may take, compaction included (504 after it).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout: u64,
+
+    /// Requests answered at once; more get 429 with retry-after.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_concurrent: u64,
 }
 
 /// A model choice spelled as in `summarize_model` (its one parser: the configuration's).

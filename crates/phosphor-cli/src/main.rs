@@ -61,6 +61,7 @@ mod models;
 mod profiles;
 mod render;
 mod run;
+mod serve;
 mod session;
 mod sessions;
 mod telemetry;
@@ -211,6 +212,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(&globals, args).await,
         Command::Compact(args) => compact::compact(&globals, args).await,
         Command::Eval(args) => eval::eval(&globals, args).await,
+        Command::Serve(args) => serve::serve(&globals, args).await,
         Command::Models(command) => {
             let config = config_check::load(&globals.workspace, globals.config.as_deref())?.config;
             match command {

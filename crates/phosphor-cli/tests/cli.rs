@@ -878,3 +878,302 @@ async fn eval_with_a_judge_asks_every_probe_and_reports_the_grades() {
     assert!(stderr(&output).contains("rubric.tpl line 1"), "{}", stderr(&output));
     assert!(broken.requests().is_empty());
 }
+
+/// A running `phosphor serve`, killed when dropped.
+struct Served {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Env {
+    /// Starts `phosphor serve --listen 127.0.0.1:0 <args>` and waits for the address it prints.
+    fn serve(&self, args: &[&str]) -> Served {
+        let mut child = self
+            .command(&[&["serve", "--listen", "127.0.0.1:0"], args].concat())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line)
+            .unwrap();
+        let url =
+            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("serve printed {line:?}"));
+        Served { url: url.to_owned(), child }
+    }
+}
+
+/// POSTs `body` to the proxy's chat completions: (status, response headers, body text).
+async fn post_chat(
+    url: &str,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{url}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+/// The text of a streamed answer (its `data:` events), and whether it ended with `[DONE]`.
+fn streamed_text(body: &str) -> (String, bool) {
+    let mut text = String::new();
+    let mut done = false;
+    for data in body.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        if data == "[DONE]" {
+            done = true;
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(chunk["object"], "chat.completion.chunk", "{chunk}");
+        if let Some(content) = chunk["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(content);
+        }
+    }
+    (text, done)
+}
+
+/// A client that resends its whole history every time, as OpenAI clients do: the proxy finds the
+/// session each request continues, compacts when the window fills, and forwards the summary and
+/// the rest; every message stays stored, and a client that rewinds starts a branch.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_keeps_a_stateless_clients_conversation_in_one_compacted_session() {
+    let env = Env::new();
+    let server =
+        MockServer::start((0..40).map(|i| sse_text(&[&format!("answer {i}")], Some((10, 3)))).collect())
+            .await;
+    env.mock_config(&server, 1_500, json!({}));
+    let served = env.serve(&[]);
+
+    let mut history = vec![json!({"role": "system", "content": "Be brief."})];
+    for turn in 0..8 {
+        let words: String = (0..80).map(|w| format!("topic{turn}word{w} ")).collect();
+        history.push(json!({"role": "user", "content": format!("request {turn}: {words}")}));
+        let stream = turn % 2 == 1;
+        let body = json!({"model": "anything", "messages": history, "stream": stream});
+        let (status, headers, text) = post_chat(&served.url, &body, &[]).await;
+        assert_eq!(status, 200, "{text}");
+        assert!(headers.get("x-phosphor-session-id").unwrap().to_str().unwrap().starts_with('~'));
+        let answer = if stream {
+            let (answer, done) = streamed_text(&text);
+            assert!(done, "{text}");
+            answer
+        } else {
+            let value: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(value["object"], "chat.completion");
+            assert_eq!(value["model"], "mock-large");
+            assert_eq!(value["choices"][0]["finish_reason"], "stop");
+            value["choices"][0]["message"]["content"].as_str().unwrap().to_owned()
+        };
+        assert!(answer.starts_with("answer"), "{answer}");
+        history.push(json!({"role": "assistant", "content": answer}));
+    }
+
+    let requests = server.requests();
+    let summaries: Vec<&RecordedRequest> = requests
+        .iter()
+        .filter(|r| sent(r).iter().any(|(_, text)| text.contains("You are summarizing the conversation")))
+        .collect();
+    assert!(!summaries.is_empty(), "no compaction in {} requests", requests.len());
+    // The last answer request: the client's system prompt, the summary instead of the first requests,
+    // and the latest request verbatim.
+    let last = sent(requests.last().unwrap());
+    assert_eq!(last[0], ("system".to_owned(), "Be brief.".to_owned()));
+    assert!(last.iter().all(|(_, text)| !text.starts_with("request 0:")), "{last:?}");
+    assert!(last.last().unwrap().1.starts_with("request 7:"), "{last:?}");
+    for request in &requests {
+        let tokens: u64 = phosphor_core::TokenCounter::count_request(
+            &ApproxCounter,
+            &phosphor_core::ChatRequest {
+                messages: phosphor_core::openai::from_openai(request.body["messages"].as_array().unwrap())
+                    .unwrap(),
+                ..Default::default()
+            },
+        );
+        assert!(tokens <= 1_500, "a request of {tokens} tokens went upstream");
+    }
+
+    // One session holds the whole conversation: 8 requests and 8 answers, and the summaries.
+    let sessions = sessions_json(&env);
+    assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+    let id = sessions[0]["id"].as_str().unwrap().to_owned();
+    let output = env.command(&["sessions", "export", "--jsonl", &id]).output().unwrap();
+    assert_success(&output);
+    let exported: Vec<Value> = stdout(&output).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let plain = exported.iter().filter(|m| m["is_summary"] != true).count();
+    assert_eq!(plain, 16, "{exported:?}");
+
+    // A client that rewinds to its first answer and asks something else starts a branch.
+    let rewound = json!({"messages": [history[0], history[1], history[2], {"role": "user", "content": "instead, this"}]});
+    let (status, headers, text) = post_chat(&served.url, &rewound, &[]).await;
+    assert_eq!(status, 200, "{text}");
+    assert_ne!(headers.get("x-phosphor-session-id").unwrap().to_str().unwrap(), id);
+    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 2);
+
+    // A named session is created under its name and continued by it.
+    let named = json!({"messages": [{"role": "user", "content": "hello"}]});
+    let (status, headers, _) = post_chat(&served.url, &named, &[("x-phosphor-session", "proj-a")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers.get("x-phosphor-session-id").unwrap(), "proj-a");
+}
+
+/// Tool calls pass through (the client runs its tools), and every bad request gets an
+/// OpenAI-shaped error with a status that says what was wrong.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_passes_tool_calls_through_and_answers_errors_in_openai_shape() {
+    let env = Env::new();
+    let server = MockServer::start(vec![
+        sse_tool_calls(&[("call_1", "read_file", r#"{"path":"src/a.rs"}"#)], None),
+        sse_text(&["It prints hello."], None),
+        MockResponse::json(422, r#"{"error": {"message": "the tool schema is not supported"}}"#),
+    ])
+    .await;
+    env.mock_config(&server, 8_000, json!({}));
+    let served = env.serve(&["--max-body-bytes", "100000"]);
+    let tools = json!([{"type": "function", "function": {"name": "read_file", "description": "Reads a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]);
+    let mut messages = vec![json!({"role": "user", "content": "What does src/a.rs do?"})];
+    let (status, _, text) = post_chat(&served.url, &json!({"messages": messages, "tools": tools}), &[]).await;
+    assert_eq!(status, 200, "{text}");
+    let value: Value = serde_json::from_str(&text).unwrap();
+    let message = &value["choices"][0]["message"];
+    assert_eq!(value["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(message["content"], Value::Null);
+    assert_eq!(message["tool_calls"][0]["function"]["name"], "read_file");
+    assert_eq!(server.requests()[0].body["tools"][0]["function"]["name"], "read_file");
+    messages.push(message.clone());
+    messages.push(
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "fn main() { println!(\"hello\") }"}),
+    );
+    let (status, _, text) =
+        post_chat(&served.url, &json!({"messages": messages, "tools": tools, "stream": true}), &[]).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(streamed_text(&text).0, "It prints hello.");
+    let second = sent(&server.requests()[1]);
+    assert_eq!(
+        second.iter().map(|(role, _)| role.as_str()).collect::<Vec<_>>(),
+        ["user", "assistant", "tool"]
+    );
+    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 1);
+
+    // An upstream error the llm client does not retry keeps its status and says where it came from.
+    messages.push(json!({"role": "assistant", "content": "It prints hello."}));
+    messages.push(json!({"role": "user", "content": "Thanks"}));
+    let (status, _, text) = post_chat(&served.url, &json!({"messages": messages}), &[]).await;
+    assert_eq!(status, 422, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    let words = error["error"]["message"].as_str().unwrap();
+    assert!(words.contains("upstream") && words.contains("the tool schema is not supported"), "{error}");
+
+    let cases: [(&str, Value, u16, &str); 4] = [
+        ("not json", Value::Null, 400, "not valid JSON"),
+        ("", json!({"model": "x"}), 400, "`messages` is required"),
+        ("", json!({"messages": [{"role": "wizard", "content": "hi"}]}), 400, "messages"),
+        (
+            "",
+            json!({"messages": [{"role": "user", "content": "x".repeat(200_000)}]}),
+            413,
+            "over 100000 bytes",
+        ),
+    ];
+    for (raw, body, expected, words) in cases {
+        let body = if raw.is_empty() { body.to_string() } else { raw.to_owned() };
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", served.url))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), expected);
+        let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert!(error["error"]["message"].as_str().unwrap().contains(words), "{error}");
+        assert!(error["error"]["type"].is_string(), "{error}");
+    }
+    let (status, _, text) =
+        post_chat(&served.url, &json!({"messages": []}), &[("x-phosphor-session", "a b")]).await;
+    assert_eq!(status, 400, "{text}");
+    let response = reqwest::get(format!("{}/v2/nothing", served.url)).await.unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+    let models: Value = serde_json::from_str(
+        &reqwest::get(format!("{}/v1/models", served.url)).await.unwrap().text().await.unwrap(),
+    )
+    .unwrap();
+    assert_eq!(models["data"][0]["id"], "mock-large");
+    drop(served);
+
+    // With a key, requests without it get 401; beyond loopback, a key is required.
+    let keyed = env.serve(&["--api-key-env", KEY_VAR]);
+    let (status, _, text) =
+        post_chat(&keyed.url, &json!({"messages": [{"role": "user", "content": "hi"}]}), &[]).await;
+    assert_eq!(status, 401, "{text}");
+    let (status, _, _) =
+        post_chat(&keyed.url, &json!({"messages": []}), &[("authorization", &format!("Bearer {KEY}"))]).await;
+    assert_eq!(status, 400);
+    drop(keyed);
+    let output = env.run(&["serve", "--listen", "0.0.0.0:0"], "").await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("--api-key-env"), "{}", stderr(&output));
+}
+
+/// OpenAI's Python SDK, the client many agents are built on, holds a whole conversation through the proxy:
+/// a tool call, a streamed answer, a streamed tool call its stream helper assembles, the SDK's own exceptions
+/// for a bad request and a wrong key, and the model list.
+#[tokio::test]
+async fn serve_answers_the_openai_python_sdk() {
+    let Some(site) = phosphor_core::testing::test_dir("PHOSPHOR_TEST_OPENAI_PYTHON") else { return };
+    let env = Env::new();
+    let server = MockServer::start(vec![
+        sse_tool_calls(&[("call_1", "read_file", r#"{"path":"src/a.rs"}"#)], None),
+        sse_text(&["It prints ", "hello."], None),
+        sse_tool_calls(&[("call_2", "read_file", r#"{"path":"src/b.rs"}"#)], None),
+    ])
+    .await;
+    env.mock_config(&server, 8_000, json!({}));
+    let served = env.serve(&["--api-key-env", KEY_VAR]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/openai_sdk.py");
+    let output = tokio::process::Command::new("python3")
+        .args([script, &served.url, KEY])
+        .env("PYTHONPATH", &site)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the SDK script failed:\n{stderr}");
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let session = seen["session"].as_str().unwrap();
+    assert_eq!(seen["first"]["finish_reason"], "tool_calls", "{seen}");
+    assert_eq!(seen["first"]["tool"], "read_file");
+    assert_eq!(seen["first"]["arguments"], json!({"path": "src/a.rs"}));
+    assert!(seen["first"]["usage_total"].as_u64().unwrap() > 0, "{seen}");
+    assert_eq!(seen["second"], json!({"text": "It prints hello.", "finish_reason": "stop"}));
+    assert_eq!(seen["third"]["finish_reason"], "tool_calls", "{seen}");
+    assert_eq!(seen["third"]["arguments"], json!({"path": "src/b.rs"}));
+    assert_eq!(seen["bad_request"]["status"], 400, "{seen}");
+    assert!(seen["bad_request"]["message"].as_str().unwrap().contains("messages"), "{seen}");
+    assert_eq!(seen["wrong_key"]["status"], 401, "{seen}");
+    assert_eq!(seen["models"], json!(["mock-large"]));
+
+    // The upstream got the tools and the whole conversation, which is one stored session.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].body["tools"][0]["function"]["name"], "read_file");
+    let third = sent(&requests[2]);
+    assert_eq!(third.last().unwrap(), &("user".to_owned(), "And src/b.rs?".to_owned()));
+    let sessions = sessions_json(&env);
+    assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+    assert_eq!(sessions[0]["id"], session, "{sessions}");
+}

@@ -20,7 +20,19 @@ pub const REQUIRE_TEST_MODELS: &str = "PHOSPHOR_REQUIRE_TEST_MODELS";
 #[track_caller]
 pub fn test_model(var: &str) -> Option<PathBuf> {
     let required = std::env::var_os(REQUIRE_TEST_MODELS).is_some_and(|v| !v.is_empty() && v != "0");
-    match lookup(var, std::env::var_os(var), required, |path| path.is_file()) {
+    match lookup(var, std::env::var_os(var), required, "file", |path| path.is_file()) {
+        Ok(path) => path,
+        Err(message) => panic!("{message}"),
+    }
+}
+
+/// The folder the environment variable `var` names, for a test that drives a real client installed there
+/// (`PHOSPHOR_TEST_OPENAI_PYTHON`: OpenAI's Python SDK, for `PYTHONPATH`). Skips or fails as [`test_model`]
+/// does.
+#[track_caller]
+pub fn test_dir(var: &str) -> Option<PathBuf> {
+    let required = std::env::var_os(REQUIRE_TEST_MODELS).is_some_and(|v| !v.is_empty() && v != "0");
+    match lookup(var, std::env::var_os(var), required, "folder", |path| path.is_dir()) {
         Ok(path) => path,
         Err(message) => panic!("{message}"),
     }
@@ -32,12 +44,13 @@ fn lookup(
     var: &str,
     value: Option<OsString>,
     required: bool,
-    is_file: impl Fn(&std::path::Path) -> bool,
+    kind: &str,
+    exists: impl Fn(&std::path::Path) -> bool,
 ) -> Result<Option<PathBuf>, String> {
-    let fetch = "run `cargo xtask fetch-test-model all` and set it to the file printed for this model";
+    let fetch = format!("run `cargo xtask fetch-test-model all` and set it to the {kind} printed for it");
     match value.filter(|v| !v.is_empty()).map(PathBuf::from) {
-        Some(path) if is_file(&path) => Ok(Some(path)),
-        Some(path) => Err(format!("{var} is {}, which is not a file; {fetch}", path.display())),
+        Some(path) if exists(&path) => Ok(Some(path)),
+        Some(path) => Err(format!("{var} is {}, which is not a {kind}; {fetch}", path.display())),
         None if required => Err(format!(
             "{var} is not set, and {REQUIRE_TEST_MODELS} says the test models are required; {fetch}"
         )),
@@ -56,7 +69,7 @@ mod tests {
     const VAR: &str = "PHOSPHOR_TEST_MODEL";
 
     fn check(value: Option<&str>, required: bool, exists: bool) -> Result<Option<PathBuf>, String> {
-        lookup(VAR, value.map(OsString::from), required, |_| exists)
+        lookup(VAR, value.map(OsString::from), required, "file", |_| exists)
     }
 
     #[test]
@@ -73,8 +86,7 @@ mod tests {
             assert_eq!(
                 check(value, true, false),
                 Err("PHOSPHOR_TEST_MODEL is not set, and PHOSPHOR_REQUIRE_TEST_MODELS says the test models are \
-                     required; run `cargo xtask fetch-test-model all` and set it to the file printed for this \
-                     model"
+                     required; run `cargo xtask fetch-test-model all` and set it to the file printed for it"
                     .to_owned())
             );
         }
@@ -86,7 +98,7 @@ mod tests {
             assert_eq!(
                 check(Some("/nowhere/m.gguf"), required, false),
                 Err("PHOSPHOR_TEST_MODEL is /nowhere/m.gguf, which is not a file; run `cargo xtask \
-                     fetch-test-model all` and set it to the file printed for this model"
+                     fetch-test-model all` and set it to the file printed for it"
                     .to_owned())
             );
         }

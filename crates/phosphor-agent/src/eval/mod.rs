@@ -434,7 +434,7 @@ pub async fn run_strategies(
 ) -> Result<Vec<Outcome>> {
     let counter = agent.counter.clone();
     let count = |messages: &[Message]| -> u64 {
-        agent.fixed_tokens()
+        agent.own_fixed_tokens()
             + messages.iter().map(|m| counter.count_message(&summary_as_context(m))).sum::<u64>()
     };
     let messages = &transcript.messages;
