@@ -210,7 +210,10 @@ fn ci() -> Result<()> {
     envs.push(cmake);
     // A test that finds no test model fails here instead of skipping (`phosphor_core::testing` owns the rule).
     envs.push((REQUIRE_TEST_MODELS, "1"));
+    let postgres = TestPostgres::start()?;
+    envs.push((TEST_POSTGRES, postgres.url.as_str()));
     run("cargo", &with_features(&["test", "--workspace", "--locked"]), &envs)?;
+    drop(postgres);
     for krate in LIBRARY_CRATES {
         if Path::new("crates").join(krate).exists() {
             run("cargo", &["check", "--locked", "-p", krate, "--no-default-features"], &[])?;
@@ -387,6 +390,39 @@ if digest.hexdigest() != want:
     std::fs::rename(&partial, &target)
         .with_context(|| format!("could not move {} to {}", partial.display(), target.display()))?;
     Ok(target)
+}
+
+/// The variable the store's conformance tests read the Postgres server's URL from.
+const TEST_POSTGRES: &str = "PHOSPHOR_TEST_POSTGRES";
+
+/// A throwaway Postgres server (`scripts/test-postgres.sh`), stopped and removed when dropped.
+struct TestPostgres {
+    dir: PathBuf,
+    url: String,
+}
+
+impl TestPostgres {
+    fn start() -> Result<TestPostgres> {
+        let dir = std::env::temp_dir().join(format!("phosphor-postgres-{}", std::process::id()));
+        let dir_str = dir.to_str().context("temporary path is not UTF-8")?.to_owned();
+        eprintln!("\n$ scripts/test-postgres.sh start {dir_str}");
+        let output = Command::new("bash")
+            .args(["scripts/test-postgres.sh", "start", &dir_str])
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .context("could not run scripts/test-postgres.sh")?;
+        let server = TestPostgres { dir, url: String::from_utf8_lossy(&output.stdout).trim().to_owned() };
+        if !output.status.success() || !server.url.starts_with("postgres://") {
+            bail!("scripts/test-postgres.sh could not start a Postgres server ({})", output.status);
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for TestPostgres {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg("scripts/test-postgres.sh").arg("stop").arg(&self.dir).status();
+    }
 }
 
 /// Installs `package` into its own folder of the cache, once: a folder is used only after pip finished it.

@@ -4,7 +4,6 @@ use std::io::{self, BufRead, IsTerminal, Write};
 
 use anyhow::Result;
 use phosphor_core::Session;
-use phosphor_store::SessionStore;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::cli::ChatArgs;
@@ -26,7 +25,7 @@ Ctrl-C during an answer cancels it; the session stays usable. Start a message wi
 /// Runs `phosphor chat`.
 pub async fn chat(globals: &Globals, args: ChatArgs) -> Result<()> {
     let setup = session::setup(globals).await?;
-    let current = session::choose(&setup.store, &args.session).await;
+    let current = session::choose(&*setup.store, &args.session).await;
     let result = match current {
         Ok(current) => {
             let renderer = Renderer::new(Box::new(io::stdout()), Box::new(io::stdout()));
@@ -168,7 +167,7 @@ impl Chat<'_> {
                 self.renderer.line("new session: it is stored with your next message")?;
             }
             "sessions" => {
-                let list = sessions::list(&self.setup.store, &self.setup.db, false, 20).await?;
+                let list = sessions::list(&*self.setup.store, &self.setup.db, false, 20).await?;
                 self.renderer.line(list.trim_end())?;
                 if let Some(current) = &self.current {
                     self.renderer.line(&format!("current: {}", current.id))?;

@@ -10,7 +10,8 @@ use phosphor_core::config::SummarizeModel;
 #[derive(Debug, Parser)]
 #[command(name = "phosphor", version, about, propagate_version = true)]
 pub struct Cli {
-    /// The session database (default: phosphor/sessions.db in the platform's local data directory).
+    /// The session database: a SQLite file (default: phosphor/sessions.db in the platform's local data
+    /// directory), or a Postgres database (`postgres://user:password@host:port/database`).
     #[arg(long, global = true, value_name = "PATH")]
     pub db: Option<PathBuf>,
 

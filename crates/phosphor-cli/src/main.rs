@@ -227,10 +227,10 @@ async fn sessions_command(globals: &Globals, command: SessionsCommand) -> Result
     let db = sessions::db_path(globals.db.as_deref())?;
     let store = sessions::open_store(&db).await?;
     let result = match command {
-        SessionsCommand::List { json, limit } => sessions::list(&store, &db, json, limit).await,
-        SessionsCommand::Show { id, full } => sessions::show(&store, &id, full).await,
+        SessionsCommand::List { json, limit } => sessions::list(&*store, &db, json, limit).await,
+        SessionsCommand::Show { id, full } => sessions::show(&*store, &id, full).await,
         SessionsCommand::Export { id, jsonl, output } => {
-            let text = sessions::export(&store, &id, jsonl).await;
+            let text = sessions::export(&*store, &id, jsonl).await;
             match (text, output) {
                 (Ok(text), Some(path)) => {
                     transcript::write_output(Some(&path), &text).map(|()| String::new())

@@ -36,7 +36,7 @@ pub async fn run(globals: &Globals, args: RunArgs) -> Result<()> {
 }
 
 async fn turn(setup: &Setup, args: &RunArgs, prompt: String) -> Result<()> {
-    let session = match session::choose(&setup.store, &args.session).await? {
+    let session = match session::choose(&*setup.store, &args.session).await? {
         Some(session) => session,
         None => setup.agent.create_session("").await?,
     };

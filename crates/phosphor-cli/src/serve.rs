@@ -45,14 +45,6 @@ struct Shared {
 
 /// Runs `phosphor serve` until SIGTERM or Ctrl-C.
 pub async fn serve(globals: &Globals, args: ServeArgs) -> Result<()> {
-    if let Some(db) = &globals.db
-        && db.to_str().is_some_and(|d| d.starts_with("postgres://") || d.starts_with("postgresql://"))
-    {
-        bail!(
-            "--db {}: the Postgres store is not built yet; give a SQLite database path (or none for the default)",
-            db.display()
-        );
-    }
     let api_key = match &args.api_key_env {
         Some(name) => match std::env::var(name) {
             Ok(key) if !key.is_empty() => Some(key),
@@ -74,8 +66,8 @@ pub async fn serve(globals: &Globals, args: ServeArgs) -> Result<()> {
     let models = models::build(&loaded.config, Purpose::Turns, globals.model_path.as_deref()).await?;
     let model = models.large.info().model.clone();
     let db = sessions::db_path(globals.db.as_deref())?;
-    let sqlite = sessions::open_store(&db).await?;
-    let store: Arc<dyn SessionStore> = Arc::new(sqlite.clone());
+    let opened = sessions::open_store(&db).await?;
+    let store = opened.shared();
     let agent = SessionAgent::new(store.clone(), models, loaded.config.options.clone())
         .with_profiles(Profiles::discover(&globals.workspace));
     let index = build_index(store.as_ref()).await?;
@@ -102,9 +94,12 @@ pub async fn serve(globals: &Globals, args: ServeArgs) -> Result<()> {
     let address = listener.local_addr()?;
     // The first line on stdout is the address (a test or script listening on port 0 reads it).
     crate::print_out(&format!("listening on http://{address}\n"))?;
-    eprintln!("phosphor serve: model {model}, database {}, {indexed} sessions indexed", db.display());
+    eprintln!(
+        "phosphor serve: model {model}, database {}, {indexed} sessions indexed",
+        sessions::describe(&db)
+    );
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving")?;
-    sqlite.close().await;
+    opened.close().await;
     eprintln!("phosphor serve: stopped");
     Ok(())
 }

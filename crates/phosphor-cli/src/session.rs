@@ -3,13 +3,12 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Result;
 use phosphor_agent::{AgentEvent, AgentSettings, SessionAgent};
 use phosphor_core::Session;
 use phosphor_prompt::Profiles;
-use phosphor_store::{SessionStore, SqliteStore};
+use phosphor_store::SessionStore;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::cli::SessionChoice;
@@ -22,7 +21,7 @@ pub struct Setup {
     /// The agent, with the workspace tools.
     pub agent: SessionAgent,
     /// The session database (the agent holds a clone).
-    pub store: SqliteStore,
+    pub store: sessions::Db,
     /// Where the database is.
     pub db: PathBuf,
     /// The directory the tools may read.
@@ -39,7 +38,7 @@ pub async fn setup(globals: &Globals) -> Result<Setup> {
     let workspace = Workspace::new(&globals.workspace)?;
     let db = sessions::db_path(globals.db.as_deref())?;
     let store = sessions::open_store(&db).await?;
-    let mut agent = SessionAgent::new(Arc::new(store.clone()), models, loaded.config.options.clone())
+    let mut agent = SessionAgent::new(store.shared(), models, loaded.config.options.clone())
         .with_system_prompt(system_prompt(&workspace))
         .with_profiles(Profiles::discover(workspace.root()))
         .with_settings(AgentSettings {

@@ -3,11 +3,12 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Result, anyhow, bail};
 use phosphor_core::openai::{ToOpenAiOptions, to_openai_with};
 use phosphor_core::{Message, MessageStatus, Part, Role, Session};
-use phosphor_store::{SessionStore, SqliteStore};
+use phosphor_store::{PgStore, SessionStore, SqliteStore};
 
 use crate::format::{preview, thousands, utc_minutes};
 use crate::transcript::{self, Layout};
@@ -25,9 +26,66 @@ pub fn db_path(db: Option<&Path>) -> Result<PathBuf> {
     }
 }
 
-/// Opens (creating when missing) the session database.
-pub async fn open_store(path: &Path) -> Result<SqliteStore> {
-    SqliteStore::open(path).await.map_err(|err| anyhow!("session database {}: {err}", path.display()))
+/// The session database a command opened: a SQLite file, or a Postgres server (`--db postgres://...`).
+/// It derefs to the store, so `&db` is a `&dyn SessionStore`.
+#[derive(Clone)]
+pub enum Db {
+    /// A SQLite file.
+    Sqlite(SqliteStore),
+    /// A Postgres database.
+    Postgres(PgStore),
+}
+
+impl std::ops::Deref for Db {
+    type Target = dyn SessionStore;
+
+    fn deref(&self) -> &(dyn SessionStore + 'static) {
+        match self {
+            Db::Sqlite(store) => store,
+            Db::Postgres(store) => store,
+        }
+    }
+}
+
+impl Db {
+    /// The store, as the agent holds it.
+    pub fn shared(&self) -> Arc<dyn SessionStore> {
+        match self.clone() {
+            Db::Sqlite(store) => Arc::new(store),
+            Db::Postgres(store) => Arc::new(store),
+        }
+    }
+
+    /// Waits for running calls and closes the connections.
+    pub async fn close(self) {
+        match self {
+            Db::Sqlite(store) => store.close().await,
+            Db::Postgres(store) => store.close().await,
+        }
+    }
+}
+
+/// Whether `--db` names a Postgres server rather than a SQLite file.
+pub fn is_postgres(location: &Path) -> bool {
+    location.to_str().is_some_and(|l| l.starts_with("postgres://") || l.starts_with("postgresql://"))
+}
+
+/// How messages name the database: the path, or the URL without its password.
+pub fn describe(location: &Path) -> String {
+    match location.to_str() {
+        Some(url) if is_postgres(location) => phosphor_store::redacted_url(url),
+        _ => location.display().to_string(),
+    }
+}
+
+/// Opens (creating when missing) the session database: a SQLite file, or the Postgres database a
+/// `postgres://` URL names (its tables are created when missing).
+pub async fn open_store(location: &Path) -> Result<Db> {
+    let failed = |err: phosphor_store::StoreError| anyhow!("session database {}: {err}", describe(location));
+    match location.to_str() {
+        Some(url) if is_postgres(location) => Ok(Db::Postgres(PgStore::connect(url).await.map_err(failed)?)),
+        _ => Ok(Db::Sqlite(SqliteStore::open(location).await.map_err(failed)?)),
+    }
 }
 
 /// The session named by `given`: an exact id, or a prefix that names exactly one session.
@@ -74,7 +132,7 @@ pub async fn list(store: &dyn SessionStore, db: &Path, json: bool, limit: usize)
         return Ok(format!("{}\n", serde_json::to_string_pretty(&rows)?));
     }
     if sessions.is_empty() {
-        return Ok(format!("no sessions in {}\n", db.display()));
+        return Ok(format!("no sessions in {}\n", describe(db)));
     }
     let id_width = sessions.iter().map(|s| s.id.len()).max().unwrap_or(2).max(2);
     let mut out = format!(

@@ -21,11 +21,13 @@ const KEY: &str = "sk-test-123";
 /// A temporary home, workspace, database and configuration for one test.
 struct Env {
     dir: tempfile::TempDir,
+    /// `--db` when it is not the SQLite file in `dir`.
+    db: Option<String>,
 }
 
 impl Env {
     fn new() -> Env {
-        let env = Env { dir: tempfile::tempdir().unwrap() };
+        let env = Env { dir: tempfile::tempdir().unwrap(), db: None };
         fs::create_dir_all(env.workspace()).unwrap();
         fs::create_dir_all(env.home()).unwrap();
         env
@@ -40,7 +42,7 @@ impl Env {
     }
 
     fn db(&self) -> PathBuf {
-        self.dir.path().join("sessions.db")
+        self.db.as_ref().map_or_else(|| self.dir.path().join("sessions.db"), PathBuf::from)
     }
 
     fn config_path(&self) -> PathBuf {
@@ -1176,4 +1178,48 @@ async fn serve_answers_the_openai_python_sdk() {
     let sessions = sessions_json(&env);
     assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
     assert_eq!(sessions[0]["id"], session, "{sessions}");
+}
+
+/// `--db postgres://...`: a turn is stored in Postgres and listed from there, and `phosphor serve`
+/// keeps a client's conversation there too (on the server `cargo xtask ci` starts).
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_live_in_postgres_when_db_is_a_postgres_url() {
+    let Some(url) = phosphor_core::testing::test_url("PHOSPHOR_TEST_POSTGRES") else { return };
+    let env = Env { db: Some(url), ..Env::new() };
+    let server = MockServer::start(vec![
+        sse_text(&["Stored in Postgres."], None),
+        sse_text(&["Served from Postgres."], None),
+        sse_text(&["Still the same session."], None),
+    ])
+    .await;
+    env.mock_config(&server, 100_000, json!({}));
+    let output = env.run(&["run", "Where is this kept?"], "").await;
+    assert_success(&output);
+    assert_eq!(stdout(&output).trim(), "Stored in Postgres.");
+    let sessions = sessions_json(&env);
+    let stored = sessions.as_array().unwrap().iter().find(|s| s["title"] == "Where is this kept?");
+    let stored = stored.unwrap_or_else(|| panic!("the turn's session is not listed: {sessions}"));
+    assert_eq!(stored["message_count"], 2);
+
+    let served = env.serve(&[]);
+    let mut messages = vec![json!({"role": "user", "content": "A question for the proxy"})];
+    let (status, headers, text) = post_chat(&served.url, &json!({"messages": messages}), &[]).await;
+    assert_eq!(status, 200, "{text}");
+    let session = headers["x-phosphor-session-id"].to_str().unwrap().to_owned();
+    messages.push(json!({"role": "assistant", "content": "Served from Postgres."}));
+    messages.push(json!({"role": "user", "content": "And again"}));
+    let (status, headers, text) = post_chat(&served.url, &json!({"messages": messages}), &[]).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(headers["x-phosphor-session-id"].to_str().unwrap(), session);
+    drop(served);
+    let output = env.command(&["sessions", "show", &session]).output().unwrap();
+    assert_success(&output);
+    assert!(stdout(&output).contains("And again"), "{}", stdout(&output));
+
+    // A server that is not there: the error names it, without the password.
+    let nowhere = Env { db: Some("postgres://nobody:secret@127.0.0.1:1/none".to_owned()), ..Env::new() };
+    let output = nowhere.run(&["sessions", "list"], "").await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("postgres://nobody:***@127.0.0.1:1/none"), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("secret"), "{}", stderr(&output));
 }

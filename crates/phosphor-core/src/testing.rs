@@ -26,6 +26,18 @@ pub fn test_model(var: &str) -> Option<PathBuf> {
     }
 }
 
+/// The server URL the environment variable `var` names (`PHOSPHOR_TEST_POSTGRES`: a Postgres server the test
+/// may create databases on). Skips or fails as [`test_model`] does; whether the server answers is the
+/// test's to find out.
+#[track_caller]
+pub fn test_url(var: &str) -> Option<String> {
+    let required = std::env::var_os(REQUIRE_TEST_MODELS).is_some_and(|v| !v.is_empty() && v != "0");
+    match lookup(var, std::env::var_os(var), required, "URL", |_| true) {
+        Ok(url) => url.map(|url| url.to_string_lossy().into_owned()),
+        Err(message) => panic!("{message}"),
+    }
+}
+
 /// The folder the environment variable `var` names, for a test that drives a real client installed there
 /// (`PHOSPHOR_TEST_OPENAI_PYTHON`: OpenAI's Python SDK, for `PYTHONPATH`). Skips or fails as [`test_model`]
 /// does.
@@ -47,7 +59,11 @@ fn lookup(
     kind: &str,
     exists: impl Fn(&std::path::Path) -> bool,
 ) -> Result<Option<PathBuf>, String> {
-    let fetch = format!("run `cargo xtask fetch-test-model all` and set it to the {kind} printed for it");
+    let fetch = if kind == "URL" {
+        "run `scripts/test-postgres.sh start DIR` and set it to the URL it prints".to_owned()
+    } else {
+        format!("run `cargo xtask fetch-test-model all` and set it to the {kind} printed for it")
+    };
     match value.filter(|v| !v.is_empty()).map(PathBuf::from) {
         Some(path) if exists(&path) => Ok(Some(path)),
         Some(path) => Err(format!("{var} is {}, which is not a {kind}; {fetch}", path.display())),

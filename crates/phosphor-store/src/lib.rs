@@ -1,7 +1,8 @@
-//! Phosphor's session store: sessions and their messages, kept in SQLite by default.
+//! Phosphor's session store: sessions and their messages, kept in SQLite by default or in Postgres.
 //!
 //! [`SessionStore`] is what the agent needs from storage; [`SqliteStore`] implements it over an
-//! embedded SQLite file (or an in-memory database for tests) through `sqlx`.
+//! embedded SQLite file (or an in-memory database for tests) and `PgStore` over a Postgres
+//! database, both through `sqlx`.
 //!
 //! ```
 //! use phosphor_core::message::{Message, MessageStatus, Session};
@@ -52,24 +53,24 @@
 //! messages, it moves the session's summary pointer. Superseded, failed and cancelled summaries
 //! stay in the table for the record.
 //!
-//! # Postgres later
+//! # Postgres
 //!
-//! The agent only sees the [`SessionStore`] trait, and nothing in it is SQLite-specific. A
-//! `PgStore` would hold a `sqlx::PgPool` (sqlx feature `postgres`), carry the same migrations
-//! translated (`seq BIGINT GENERATED ALWAYS AS IDENTITY`, `parts JSONB`, `usage JSONB`,
-//! `is_summary BOOLEAN`, `DEFERRABLE INITIALLY DEFERRED` on the summary pointer as here, the same
-//! `CHECK`s and the `(session_id, seq)` index) in a `migrations-pg/` folder, use `$1` placeholders
-//! and `BEGIN ISOLATION LEVEL SERIALIZABLE` (or `SELECT ... FOR UPDATE` on the rows read) where
-//! this store uses `BEGIN IMMEDIATE`, and reuse the row checks of this crate. The same tests can
-//! then run against both stores.
+//! [`PgStore`] (feature `postgres`, on by default) keeps the same tables in Postgres, created by its own
+//! migrations (`migrations-pg/`), so several processes or machines share sessions. Both stores enforce
+//! the same rules (one module owns them) and pass the same conformance tests.
 
 pub mod error;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod rules;
 mod sqlite;
 
 use async_trait::async_trait;
 use phosphor_core::message::{Message, Session};
 
 pub use error::{DriverError, Result, StoreError};
+#[cfg(feature = "postgres")]
+pub use postgres::{PgStore, redacted_url};
 pub use sqlite::SqliteStore;
 
 /// Where sessions and their messages are kept.

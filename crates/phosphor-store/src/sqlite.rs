@@ -1,20 +1,21 @@
 //! [`SqliteStore`]: the embedded SQLite implementation of [`SessionStore`].
 
-use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use phosphor_core::message::{Message, MessageStatus, Part, Role, Session, Usage};
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use phosphor_core::message::{Message, Session};
+use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteExecutor, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
+    SqliteSynchronous,
 };
-use sqlx::{Row, SqlSafeStr};
 
 use crate::SessionStore;
 use crate::error::{Result, StoreError};
+use crate::rules::{
+    self, MessageRow, SessionRow, is_constraint, message_from_row, not_found, session_from_row,
+};
 
 /// The schema migrations, in order: `(file name, SQL)`. The version and description are read
 /// from the file name the way `sqlx migrate` reads them (`0001_init.sql` is version 1, `init`),
@@ -162,7 +163,7 @@ impl SqliteStore {
     /// Applies the pending migrations inside one `BEGIN IMMEDIATE` transaction, so that two
     /// processes opening a new database at once take turns instead of both creating tables.
     async fn migrated(pool: SqlitePool) -> Result<SqliteStore> {
-        let migrator = Migrator::with_migrations(migrations());
+        let migrator = Migrator::with_migrations(rules::migrations(MIGRATIONS));
         let mut tx = pool
             .begin_with("BEGIN IMMEDIATE")
             .await
@@ -202,50 +203,10 @@ impl SqliteStore {
     }
 }
 
-/// The embedded migrations as sqlx sees them.
-fn migrations() -> Vec<Migration> {
-    MIGRATIONS
-        .iter()
-        .map(|&(file, sql)| {
-            let stem = file.trim_end_matches(".sql");
-            let (version, description) = stem.split_once('_').unwrap_or((stem, ""));
-            // The file names are constants of this crate; a test checks that they parse.
-            let version = version.parse().unwrap_or(0);
-            Migration::new(
-                version,
-                Cow::Owned(description.replace('_', " ")),
-                MigrationType::Simple,
-                sql.into_sql_str(),
-                false,
-            )
-        })
-        .collect()
-}
-
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn create_session(&self, session: &Session) -> Result<()> {
-        check_id(&session.id, "id")?;
-        if let Some(summary) = &session.summary_message_id {
-            return Err(StoreError::Invalid {
-                id: session.id.clone(),
-                field: "summary_message_id",
-                reason: format!(
-                    "a new session has no messages, so it cannot point at summary {summary}; \
-                     create it with none and set it with complete_summary"
-                ),
-            });
-        }
-        if let Some(masked) = &session.masked_until {
-            return Err(StoreError::Invalid {
-                id: session.id.clone(),
-                field: "masked_until",
-                reason: format!(
-                    "a new session has no messages, so it cannot mask up to message {masked}; \
-                     create it with none and set it with update_session"
-                ),
-            });
-        }
+        rules::check_new_session(session)?;
         let row = SessionRow::encode(session)?;
         sqlx::query(concat!(
             "INSERT INTO sessions (",
@@ -307,14 +268,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn append_message(&self, message: &Message) -> Result<()> {
-        check_id(&message.id, "id")?;
-        if message.session_id.is_empty() {
-            return Err(StoreError::Invalid {
-                id: message.id.clone(),
-                field: "session_id",
-                reason: "a stored message must name its session; the session id is empty".to_owned(),
-            });
-        }
+        rules::check_new_message(message)?;
         if let Some(cut) = &message.summarized_until {
             check_cut(&self.pool, message, "summarized_until", cut).await?;
         }
@@ -389,45 +343,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn complete_summary(&self, session: &Session, summary: &Message) -> Result<()> {
-        let invalid = |field: &'static str, reason: String| StoreError::Invalid {
-            id: summary.id.clone(),
-            field,
-            reason,
-        };
-        if !summary.is_summary {
-            return Err(invalid(
-                "is_summary",
-                "complete_summary needs a summary message (is_summary = true)".to_owned(),
-            ));
-        }
-        if summary.status != MessageStatus::Complete {
-            return Err(invalid(
-                "status",
-                format!(
-                    "complete_summary stores a finished summary; the status is {}, set it to complete",
-                    summary.status.as_str()
-                ),
-            ));
-        }
-        if summary.session_id != session.id {
-            return Err(invalid(
-                "session_id",
-                format!(
-                    "the summary belongs to session {:?}, not to session {}",
-                    summary.session_id, session.id
-                ),
-            ));
-        }
-        if session.summary_message_id.as_deref() != Some(summary.id.as_str()) {
-            return Err(StoreError::Invalid {
-                id: session.id.clone(),
-                field: "summary_message_id",
-                reason: format!(
-                    "complete_summary must point the session at the summary it completes ({}), not at {:?}",
-                    summary.id, session.summary_message_id
-                ),
-            });
-        }
+        rules::check_completed_summary(session, summary)?;
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(|e| {
             StoreError::database(format_args!("starting to complete summary {}", summary.id), e)
         })?;
@@ -443,7 +359,7 @@ impl SessionStore for SqliteStore {
 async fn write_message_update(conn: &mut SqliteConnection, message: &Message) -> Result<()> {
     let existing =
         fetch_message(&mut *conn, &message.id).await?.ok_or_else(|| not_found("message", &message.id))?;
-    check_message_update(&existing, message)?;
+    rules::check_message_update(&existing, message)?;
     let row = MessageRow::encode(message)?;
     sqlx::query(
         "UPDATE messages SET parts = ?1, status = ?2, usage = ?3, model = ?4, updated_at = ?5 WHERE id = ?6",
@@ -460,33 +376,6 @@ async fn write_message_update(conn: &mut SqliteConnection, message: &Message) ->
     Ok(())
 }
 
-/// The update rule: role, session, summary flag, summary cut, name and creation time never change; parts,
-/// status and model change only while the stored message is not complete; usage and
-/// `updated_at` may always change.
-fn check_message_update(existing: &Message, new: &Message) -> Result<()> {
-    let frozen = [
-        ("session_id", existing.session_id == new.session_id),
-        ("role", existing.role == new.role),
-        ("is_summary", existing.is_summary == new.is_summary),
-        ("summarized_until", existing.summarized_until == new.summarized_until),
-        ("pinned_message", existing.pinned_message == new.pinned_message),
-        ("name", existing.name == new.name),
-        ("created_at", existing.created_at == new.created_at),
-    ];
-    let frozen_once_complete = [
-        ("status", existing.status == new.status),
-        ("parts", existing.parts == new.parts),
-        ("model", existing.model == new.model),
-    ];
-    let complete = existing.status.is_complete();
-    let changed =
-        frozen.iter().chain(frozen_once_complete.iter().filter(|_| complete)).find(|(_, same)| !same);
-    match changed {
-        Some(&(field, _)) => Err(StoreError::Immutable { id: new.id.clone(), field }),
-        None => Ok(()),
-    }
-}
-
 /// Checks the summary pointer and overwrites every column of an existing session row.
 async fn write_session(conn: &mut SqliteConnection, session: &Session) -> Result<()> {
     let row = SessionRow::encode(session)?;
@@ -494,18 +383,7 @@ async fn write_session(conn: &mut SqliteConnection, session: &Session) -> Result
         check_summary_pointer(&mut *conn, session, summary_id).await?;
     }
     if let Some(masked) = &session.masked_until {
-        let invalid =
-            |reason: String| StoreError::Invalid { id: session.id.clone(), field: "masked_until", reason };
-        match fetch_message(&mut *conn, masked).await? {
-            None => return Err(invalid(format!("message {masked} does not exist"))),
-            Some(message) if message.session_id != session.id => {
-                return Err(invalid(format!(
-                    "message {masked} belongs to session {}; masking names a message of this session",
-                    message.session_id
-                )));
-            }
-            Some(_) => {}
-        }
+        rules::check_masked(session, masked, fetch_message(&mut *conn, masked).await?.as_ref())?;
     }
     let result = sqlx::query(
         "UPDATE sessions SET title = ?2, summary_message_id = ?3, prompt_tokens = ?4, completion_tokens = ?5, \
@@ -535,27 +413,8 @@ async fn check_summary_pointer(
     session: &Session,
     summary_id: &str,
 ) -> Result<()> {
-    let invalid =
-        |reason: String| StoreError::Invalid { id: session.id.clone(), field: "summary_message_id", reason };
-    let Some(summary) = fetch_message(&mut *conn, summary_id).await? else {
-        return Err(invalid(format!("message {summary_id} does not exist")));
-    };
-    if summary.session_id != session.id {
-        return Err(invalid(format!(
-            "message {summary_id} belongs to session {}; the pointer must name a summary of this session",
-            summary.session_id
-        )));
-    }
-    if !summary.is_summary {
-        return Err(invalid(format!("message {summary_id} is not a summary message")));
-    }
-    if !summary.status.is_complete() {
-        return Err(invalid(format!(
-            "summary {summary_id} is {}; only a complete summary can start the history",
-            summary.status.as_str()
-        )));
-    }
-    Ok(())
+    let summary = fetch_message(&mut *conn, summary_id).await?;
+    rules::check_summary_pointer(session, summary_id, summary.as_ref())
 }
 
 /// A summary's `summarized_until` and `pinned_message` (`field`) must name a message already stored
@@ -566,26 +425,15 @@ async fn check_cut<'e>(
     field: &'static str,
     cut: &str,
 ) -> Result<()> {
-    let invalid = |reason: String| StoreError::Invalid { id: message.id.clone(), field, reason };
     if !message.is_summary {
-        return Err(invalid(
-            "only a summary message (is_summary = true) replaces earlier messages".to_owned(),
-        ));
+        return rules::check_cut(message, field, cut, None);
     }
     let session: Option<String> = sqlx::query_scalar("SELECT session_id FROM messages WHERE id = ?1")
         .bind(cut)
         .fetch_optional(executor)
         .await
         .map_err(|e| StoreError::database(format_args!("looking up message {cut}"), e))?;
-    match session {
-        Some(session) if session == message.session_id => Ok(()),
-        Some(session) => Err(invalid(format!(
-            "message {cut} belongs to session {session}; a summary can only replace messages of its own session"
-        ))),
-        None => {
-            Err(invalid(format!("message {cut} does not exist; name a message stored before the summary")))
-        }
-    }
+    rules::check_cut(message, field, cut, session.as_deref())
 }
 
 async fn session_exists<'e>(executor: impl SqliteExecutor<'e>, id: &str) -> Result<bool> {
@@ -606,148 +454,10 @@ async fn fetch_message<'e>(executor: impl SqliteExecutor<'e>, id: &str) -> Resul
     row.as_ref().map(message_from_row).transpose()
 }
 
-/// The columns of a message that need encoding.
-struct MessageRow {
-    parts: String,
-    usage: Option<String>,
-}
-
-impl MessageRow {
-    fn encode(message: &Message) -> Result<MessageRow> {
-        let json_error = |field: &'static str, e: serde_json::Error| StoreError::Invalid {
-            id: message.id.clone(),
-            field,
-            reason: format!("cannot be written as JSON: {e}"),
-        };
-        Ok(MessageRow {
-            parts: serde_json::to_string(&message.parts).map_err(|e| json_error("parts", e))?,
-            usage: message
-                .usage
-                .as_ref()
-                .map(serde_json::to_string)
-                .transpose()
-                .map_err(|e| json_error("usage", e))?,
-        })
-    }
-}
-
-/// The token counts of a session as SQLite integers.
-struct SessionRow {
-    prompt_tokens: i64,
-    completion_tokens: i64,
-    current_tokens: i64,
-}
-
-impl SessionRow {
-    fn encode(session: &Session) -> Result<SessionRow> {
-        let count = |field: &'static str, value: u64| {
-            i64::try_from(value).map_err(|_| StoreError::Invalid {
-                id: session.id.clone(),
-                field,
-                reason: format!("{value} is larger than the largest storable count, {}", i64::MAX),
-            })
-        };
-        Ok(SessionRow {
-            prompt_tokens: count("prompt_tokens", session.prompt_tokens)?,
-            completion_tokens: count("completion_tokens", session.completion_tokens)?,
-            current_tokens: count("current_tokens", session.current_tokens)?,
-        })
-    }
-}
-
-fn session_from_row(row: &SqliteRow) -> Result<Session> {
-    let id: String = column(row, "?", "id")?;
-    let count = |field: &'static str| -> Result<u64> {
-        let value: i64 = column(row, &id, field)?;
-        u64::try_from(value).map_err(|_| corrupt(&id, field, format!("negative token count {value}")))
-    };
-    Ok(Session {
-        title: column(row, &id, "title")?,
-        summary_message_id: column(row, &id, "summary_message_id")?,
-        prompt_tokens: count("prompt_tokens")?,
-        completion_tokens: count("completion_tokens")?,
-        current_tokens: count("current_tokens")?,
-        masked_until: column(row, &id, "masked_until")?,
-        created_at: column(row, &id, "created_at")?,
-        updated_at: column(row, &id, "updated_at")?,
-        id,
-    })
-}
-
-fn message_from_row(row: &SqliteRow) -> Result<Message> {
-    let id: String = column(row, "?", "id")?;
-    let role: String = column(row, &id, "role")?;
-    let role = Role::parse(&role).ok_or_else(|| {
-        corrupt(&id, "role", format!("unknown role {role:?}; expected system, user, assistant or tool"))
-    })?;
-    let status: String = column(row, &id, "status")?;
-    let status = MessageStatus::parse(&status).ok_or_else(|| {
-        corrupt(
-            &id,
-            "status",
-            format!("unknown status {status:?}; expected complete, streaming, failed or cancelled"),
-        )
-    })?;
-    let parts: String = column(row, &id, "parts")?;
-    let parts: Vec<Part> = serde_json::from_str(&parts)
-        .map_err(|e| corrupt(&id, "parts", format!("not a JSON array of parts: {e}")))?;
-    let usage: Option<String> = column(row, &id, "usage")?;
-    let usage: Option<Usage> = usage
-        .map(|usage| serde_json::from_str(&usage))
-        .transpose()
-        .map_err(|e| corrupt(&id, "usage", format!("not a JSON usage object: {e}")))?;
-    Ok(Message {
-        session_id: column(row, &id, "session_id")?,
-        role,
-        parts,
-        is_summary: column(row, &id, "is_summary")?,
-        summarized_until: column(row, &id, "summarized_until")?,
-        pinned_message: column(row, &id, "pinned_message")?,
-        status,
-        name: column(row, &id, "name")?,
-        model: column(row, &id, "model")?,
-        usage,
-        created_at: column(row, &id, "created_at")?,
-        updated_at: column(row, &id, "updated_at")?,
-        id,
-    })
-}
-
-/// Reads one column, reporting a value of the wrong type as [`StoreError::Corrupt`].
-fn column<'r, T>(row: &'r SqliteRow, id: &str, field: &'static str) -> Result<T>
-where
-    T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
-{
-    row.try_get(field).map_err(|e| corrupt(id, field, e.to_string()))
-}
-
-fn corrupt(id: &str, field: &'static str, reason: String) -> StoreError {
-    StoreError::Corrupt { id: id.to_owned(), field, reason }
-}
-
-fn not_found(what: &'static str, id: &str) -> StoreError {
-    StoreError::NotFound { what, id: id.to_owned() }
-}
-
-fn check_id(id: &str, field: &'static str) -> Result<()> {
-    if id.is_empty() {
-        return Err(StoreError::Invalid {
-            id: String::new(),
-            field,
-            reason: "ids must not be empty".to_owned(),
-        });
-    }
-    Ok(())
-}
-
 /// Whether `error` is SQLite's `SQLITE_BUSY` (primary code 5, any extended code).
 pub(crate) fn is_busy(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(e)
         if e.code().and_then(|code| code.parse::<i32>().ok()).is_some_and(|code| code & 0xff == 5))
-}
-
-fn is_constraint(error: &sqlx::Error, kind: sqlx::error::ErrorKind) -> bool {
-    matches!(error, sqlx::Error::Database(e) if e.kind() == kind)
 }
 
 #[cfg(test)]
@@ -757,7 +467,7 @@ mod tests {
     #[test]
     fn migration_file_names_parse() {
         let versions: Vec<(i64, String)> =
-            migrations().iter().map(|m| (m.version, m.description.to_string())).collect();
+            rules::migrations(MIGRATIONS).iter().map(|m| (m.version, m.description.to_string())).collect();
         assert_eq!(
             versions,
             vec![(1, "init".to_owned()), (2, "pinned message".to_owned()), (3, "masked until".to_owned())]
@@ -779,7 +489,8 @@ mod tests {
                 .fetch_all(&store.pool)
                 .await
                 .expect("plan");
-            let plan: Vec<String> = rows.iter().map(|row| row.get::<String, _>("detail")).collect();
+            let plan: Vec<String> =
+                rows.iter().map(|row| sqlx::Row::get::<String, _>(row, "detail")).collect();
             let plan = plan.join("\n");
             assert!(plan.contains("messages_by_session"), "{sql}\n{plan}");
             assert!(!plan.contains("SCAN messages"), "{sql}\n{plan}");

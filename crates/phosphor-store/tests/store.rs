@@ -1,4 +1,10 @@
-//! Behaviour of `SqliteStore` through the `SessionStore` trait.
+//! Behaviour of the stores through the `SessionStore` trait: one conformance suite that runs against
+//! SQLite (in memory) and against a real Postgres server (a fresh database per test, on the server
+//! `PHOSPHOR_TEST_POSTGRES` names; `cargo xtask ci` starts one), then what only SQLite files do.
+
+// The conformance bodies are plain functions that the generated tests call, so clippy does not see them
+// as tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use anyhow::Context;
 use phosphor_core::message::{
@@ -7,6 +13,86 @@ use phosphor_core::message::{
 use phosphor_store::{SessionStore, SqliteStore, StoreError};
 use pretty_assertions::assert_eq;
 use sqlx::Connection;
+use std::sync::Arc;
+
+/// A store behind the trait, as the agent holds one.
+type Store = Arc<dyn SessionStore>;
+
+/// Where a conformance test gets its empty store.
+enum Backend {
+    Sqlite,
+    /// The server's URL (any database on it); each store is a new database.
+    #[allow(dead_code)]
+    Postgres(String),
+}
+
+impl Backend {
+    async fn store(&self) -> anyhow::Result<Store> {
+        match self {
+            Backend::Sqlite => Ok(Arc::new(SqliteStore::in_memory().await?)),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(url) => {
+                use std::sync::atomic::{AtomicU32, Ordering};
+                static NEXT: AtomicU32 = AtomicU32::new(0);
+                let name =
+                    format!("phosphor_test_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+                let mut admin =
+                    sqlx::PgConnection::connect(url).await.context("connecting to the test server")?;
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&mut admin)
+                    .await?;
+                admin.close().await?;
+                let (base, _) = url.rsplit_once('/').context("the URL names no database")?;
+                Ok(Arc::new(phosphor_store::PgStore::connect(&format!("{base}/{name}")).await?))
+            }
+            #[cfg(not(feature = "postgres"))]
+            Backend::Postgres(_) => anyhow::bail!("phosphor-store was built without its `postgres` feature"),
+        }
+    }
+}
+
+/// Runs each named test against both stores: `sqlite::NAME` and `postgres::NAME`.
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name(&super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(url) = phosphor_core::testing::test_url(super::POSTGRES) else { return };
+                    super::$name(&super::Backend::Postgres(url)).await;
+                }
+            )*
+        }
+    };
+}
+
+/// The variable naming the Postgres server the conformance suite runs against.
+const POSTGRES: &str = "PHOSPHOR_TEST_POSTGRES";
+
+conformance!(
+    every_part_and_field_round_trips,
+    sessions_round_trip,
+    history_starts_at_the_summary_and_resumes_after_its_cut,
+    a_pinned_message_is_shown_right_after_its_summary,
+    a_summary_without_a_cut_is_followed_by_every_complete_message,
+    a_cut_must_name_an_earlier_message_of_the_session,
+    history_of_sessions_is_separate,
+    complete_summary_writes_pointer_tokens_and_message_together,
+    update_session_only_points_at_complete_summaries_of_the_session,
+    update_message_follows_the_rule,
+    foreign_keys_and_ids_are_enforced,
+    a_thousand_messages_keep_their_order,
+    sessions_are_listed_most_recently_updated_first,
+    concurrent_appends_keep_every_message,
+);
 
 fn msg(id: &str, session: &str, role: Role, text: &str, at: i64) -> Message {
     Message {
@@ -80,8 +166,8 @@ fn rich_message(id: &str, session: &str) -> Message {
     }
 }
 
-async fn store_with_session(id: &str) -> anyhow::Result<(SqliteStore, Session)> {
-    let store = SqliteStore::in_memory().await?;
+async fn store_with_session(backend: &Backend, id: &str) -> anyhow::Result<(Store, Session)> {
+    let store = backend.store().await?;
     let session = Session::new(id, "a session", 1_000);
     store.create_session(&session).await?;
     Ok((store, session))
@@ -91,9 +177,8 @@ fn ids(messages: &[Message]) -> Vec<&str> {
     messages.iter().map(|m| m.id.as_str()).collect()
 }
 
-#[tokio::test]
-async fn every_part_and_field_round_trips() {
-    let (store, _) = store_with_session("s").await.unwrap();
+async fn every_part_and_field_round_trips(backend: &Backend) {
+    let (store, _) = store_with_session(backend, "s").await.unwrap();
     let plain = Message { usage: None, name: None, model: None, ..msg("m0", "s", Role::User, "", 5) };
     let rich = rich_message("m1", "s");
     let tool =
@@ -106,9 +191,8 @@ async fn every_part_and_field_round_trips() {
     assert_eq!(store.message("nope").await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn sessions_round_trip() {
-    let store = SqliteStore::in_memory().await.unwrap();
+async fn sessions_round_trip(backend: &Backend) {
+    let store = backend.store().await.unwrap();
     let session = Session {
         id: "s".to_owned(),
         title: "Ünïcode title".to_owned(),
@@ -153,7 +237,7 @@ async fn sessions_round_trip() {
 }
 
 /// Checks `history` against the expected ids and against the reference rule in phosphor-core.
-async fn check_history(store: &SqliteStore, session_id: &str, expected: &[&str]) -> anyhow::Result<()> {
+async fn check_history(store: &Store, session_id: &str, expected: &[&str]) -> anyhow::Result<()> {
     let history = store.history(session_id).await?;
     assert_eq!(ids(&history), expected);
     let all = store.messages(session_id).await?;
@@ -168,9 +252,8 @@ fn cut(message: Message, until: &str) -> Message {
     Message { summarized_until: Some(until.to_owned()), ..message }
 }
 
-#[tokio::test]
-async fn history_starts_at_the_summary_and_resumes_after_its_cut() {
-    let (store, mut session) = store_with_session("s").await.unwrap();
+async fn history_starts_at_the_summary_and_resumes_after_its_cut(backend: &Backend) {
+    let (store, mut session) = store_with_session(backend, "s").await.unwrap();
     let before = [msg("u1", "s", Role::User, "hi", 1), msg("a1", "s", Role::Assistant, "hello", 2)];
     for m in &before {
         store.append_message(m).await.unwrap();
@@ -222,9 +305,8 @@ async fn history_starts_at_the_summary_and_resumes_after_its_cut() {
     );
 }
 
-#[tokio::test]
-async fn a_pinned_message_is_shown_right_after_its_summary() {
-    let (store, mut session) = store_with_session("s").await.unwrap();
+async fn a_pinned_message_is_shown_right_after_its_summary(backend: &Backend) {
+    let (store, mut session) = store_with_session(backend, "s").await.unwrap();
     for m in [
         msg("u1", "s", Role::User, "read the files", 1),
         msg("a1", "s", Role::Assistant, "reading", 2),
@@ -254,9 +336,8 @@ async fn a_pinned_message_is_shown_right_after_its_summary() {
     ));
 }
 
-#[tokio::test]
-async fn a_summary_without_a_cut_is_followed_by_every_complete_message() {
-    let (store, mut session) = store_with_session("s").await.unwrap();
+async fn a_summary_without_a_cut_is_followed_by_every_complete_message(backend: &Backend) {
+    let (store, mut session) = store_with_session(backend, "s").await.unwrap();
     store.append_message(&msg("u1", "s", Role::User, "hi", 1)).await.unwrap();
     store.append_message(&summary("sum", "s", MessageStatus::Complete, "sum", 2)).await.unwrap();
     store.append_message(&msg("u2", "s", Role::User, "more", 3)).await.unwrap();
@@ -265,9 +346,8 @@ async fn a_summary_without_a_cut_is_followed_by_every_complete_message() {
     check_history(&store, "s", &["sum", "u1", "u2"]).await.unwrap();
 }
 
-#[tokio::test]
-async fn a_cut_must_name_an_earlier_message_of_the_session() {
-    let (store, _) = store_with_session("s").await.unwrap();
+async fn a_cut_must_name_an_earlier_message_of_the_session(backend: &Backend) {
+    let (store, _) = store_with_session(backend, "s").await.unwrap();
     store.create_session(&Session::new("t", "", 1)).await.unwrap();
     store.append_message(&msg("u1", "s", Role::User, "hi", 1)).await.unwrap();
     store.append_message(&msg("t1", "t", Role::User, "hi", 1)).await.unwrap();
@@ -288,9 +368,8 @@ async fn a_cut_must_name_an_earlier_message_of_the_session() {
     assert_eq!(store.count_messages("s").await.unwrap(), 1);
 }
 
-#[tokio::test]
-async fn history_of_sessions_is_separate() {
-    let (store, mut a) = store_with_session("a").await.unwrap();
+async fn history_of_sessions_is_separate(backend: &Backend) {
+    let (store, mut a) = store_with_session(backend, "a").await.unwrap();
     store.create_session(&Session::new("b", "b", 1)).await.unwrap();
     store.append_message(&msg("b1", "b", Role::User, "b", 1)).await.unwrap();
     store.append_message(&summary("as", "a", MessageStatus::Complete, "sum", 2)).await.unwrap();
@@ -307,9 +386,8 @@ async fn history_of_sessions_is_separate() {
     assert_eq!(store.count_messages("empty").await.unwrap(), 0);
 }
 
-#[tokio::test]
-async fn complete_summary_writes_pointer_tokens_and_message_together() {
-    let (store, session) = store_with_session("s").await.unwrap();
+async fn complete_summary_writes_pointer_tokens_and_message_together(backend: &Backend) {
+    let (store, session) = store_with_session(backend, "s").await.unwrap();
     store.append_message(&msg("u1", "s", Role::User, "hi", 1)).await.unwrap();
     let streaming = cut(summary("sum", "s", MessageStatus::Streaming, "par", 2), "u1");
     store.append_message(&streaming).await.unwrap();
@@ -371,9 +449,8 @@ async fn complete_summary_writes_pointer_tokens_and_message_together() {
     assert_eq!(store.history("s").await.unwrap(), vec![done]);
 }
 
-#[tokio::test]
-async fn update_session_only_points_at_complete_summaries_of_the_session() {
-    let (store, session) = store_with_session("s").await.unwrap();
+async fn update_session_only_points_at_complete_summaries_of_the_session(backend: &Backend) {
+    let (store, session) = store_with_session(backend, "s").await.unwrap();
     store.create_session(&Session::new("other", "", 1)).await.unwrap();
     store.append_message(&msg("u1", "s", Role::User, "hi", 1)).await.unwrap();
     store.append_message(&summary("streaming", "s", MessageStatus::Streaming, "", 2)).await.unwrap();
@@ -389,9 +466,8 @@ async fn update_session_only_points_at_complete_summaries_of_the_session() {
     assert_eq!(store.session("s").await.unwrap(), Some(session));
 }
 
-#[tokio::test]
-async fn update_message_follows_the_rule() {
-    let (store, _) = store_with_session("s").await.unwrap();
+async fn update_message_follows_the_rule(backend: &Backend) {
+    let (store, _) = store_with_session(backend, "s").await.unwrap();
     store.create_session(&Session::new("t", "", 1)).await.unwrap();
     let streaming = summary("sum", "s", MessageStatus::Streaming, "a", 1);
     store.append_message(&streaming).await.unwrap();
@@ -458,9 +534,8 @@ async fn update_message_follows_the_rule() {
     assert_eq!(store.message("u").await.unwrap(), Some(user));
 }
 
-#[tokio::test]
-async fn foreign_keys_and_ids_are_enforced() {
-    let (store, _) = store_with_session("s").await.unwrap();
+async fn foreign_keys_and_ids_are_enforced(backend: &Backend) {
+    let (store, _) = store_with_session(backend, "s").await.unwrap();
     let orphan = msg("m", "nobody", Role::User, "hi", 1);
     let result = store.append_message(&orphan).await;
     assert!(
@@ -555,9 +630,8 @@ async fn a_row_that_does_not_parse_is_reported_with_its_id_and_column() {
     store.close().await;
 }
 
-#[tokio::test]
-async fn a_thousand_messages_keep_their_order() {
-    let (store, _) = store_with_session("s").await.unwrap();
+async fn a_thousand_messages_keep_their_order(backend: &Backend) {
+    let (store, _) = store_with_session(backend, "s").await.unwrap();
     // Ids whose text order differs from the insertion order, and times that run backwards: the
     // order is the order of appending, nothing else.
     let expected: Vec<String> = (0..1000).map(|i| format!("m{:03}", (i * 7919) % 1000)).collect();
@@ -570,9 +644,8 @@ async fn a_thousand_messages_keep_their_order() {
     assert_eq!(store.count_messages("s").await.unwrap(), 1000);
 }
 
-#[tokio::test]
-async fn sessions_are_listed_most_recently_updated_first() {
-    let store = SqliteStore::in_memory().await.unwrap();
+async fn sessions_are_listed_most_recently_updated_first(backend: &Backend) {
+    let store = backend.store().await.unwrap();
     assert_eq!(store.latest_session().await.unwrap(), None);
     assert_eq!(store.list_sessions(10).await.unwrap(), vec![]);
     for (id, updated) in [("a", 30), ("b", 10), ("c", 20), ("d", 20)] {
@@ -592,7 +665,7 @@ async fn sessions_are_listed_most_recently_updated_first() {
     assert_eq!(store.latest_session().await.unwrap(), Some(b));
 }
 
-async fn append_concurrently(store: SqliteStore) -> anyhow::Result<()> {
+async fn append_concurrently(store: Store) -> anyhow::Result<()> {
     store.create_session(&Session::new("s", "", 0)).await?;
     let tasks: Vec<_> = (0..8)
         .map(|task| {
@@ -625,13 +698,12 @@ async fn append_concurrently(store: SqliteStore) -> anyhow::Result<()> {
 async fn concurrent_appends_to_a_file_keep_every_message() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("sessions.db")).await.unwrap();
-    append_concurrently(store.clone()).await.unwrap();
+    append_concurrently(Arc::new(store.clone())).await.unwrap();
     store.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_appends_in_memory_keep_every_message() {
-    append_concurrently(SqliteStore::in_memory().await.unwrap()).await.unwrap();
+async fn concurrent_appends_keep_every_message(backend: &Backend) {
+    append_concurrently(backend.store().await.unwrap()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
