@@ -23,7 +23,9 @@ struct State {
 
 /// A [`ChatModel`] that answers call `n` with script `n` and records every [`ChatRequest`].
 ///
-/// A call past the end of the script yields one [`Error::Model`] saying the script ran out.
+/// A call past the end of the script yields one [`Error::Model`] saying the script ran out. A request
+/// whose tool calls and results are not paired (`phosphor_prune::check_tool_pairing`) is rejected
+/// with [`Error::BadRequest`], as OpenAI rejects one, so no test passes with an unpaired request.
 ///
 /// ```
 /// use phosphor_core::{ChatModel, ChatRequest, Message};
@@ -107,11 +109,19 @@ impl ChatModel for ScriptedModel {
     }
 
     fn stream(&self, request: ChatRequest) -> ChatStream {
+        // As a strict provider does: a request with an unpaired tool call or result is rejected.
+        let broken = phosphor_prune::check_tool_pairing(&request.messages).err();
         let (script, call, scripted) = {
             let mut state = self.lock();
             state.requests.push(request);
             (state.scripts.pop_front(), state.requests.len(), state.scripted)
         };
+        if let Some(violation) = broken {
+            return error_stream(Error::BadRequest {
+                status: Some(400),
+                message: format!("scripted model: call #{call} breaks tool pairing: {violation}"),
+            });
+        }
         let Some(script) = script else {
             return error_stream(Error::Model(format!(
                 "scripted model ran out: call #{call} has no scripted answer; {scripted} were scripted"

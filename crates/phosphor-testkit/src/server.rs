@@ -179,6 +179,7 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
             return;
         }
     };
+    let broken = broken_request(&request);
     let response = {
         let mut state = lock(&state);
         let index = state.requests.len();
@@ -193,7 +194,11 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
             MockResponse::json(500, error_body(&message, "mock_script_exhausted"))
         });
         state.requests.push(request);
-        response
+        match broken {
+            // As OpenAI does: a request that breaks the protocol is rejected, whatever was scripted.
+            Some(message) => MockResponse::json(400, error_body(&message, "mock_invalid_messages")),
+            None => response,
+        }
     };
     let _ = write_response(&mut stream, response).await;
     let _ = stream.shutdown().await;
@@ -385,4 +390,17 @@ async fn write_sse(
         stream.flush().await?;
     }
     Ok(())
+}
+
+/// Why a chat request's `messages` would be rejected by a strict provider: not OpenAI messages, or a
+/// tool call without its result, a result without its call (`phosphor_prune::check_tool_pairing`).
+/// Every request the server receives is checked, so no test can pass with an unpaired request.
+fn broken_request(request: &RecordedRequest) -> Option<String> {
+    let messages = request.body.get("messages")?.as_array()?;
+    match phosphor_core::openai::from_openai(messages) {
+        Err(error) => Some(format!("mock server: `messages` are not OpenAI chat messages: {error}")),
+        Ok(parsed) => phosphor_prune::check_tool_pairing(&parsed)
+            .err()
+            .map(|violation| format!("mock server: the request breaks tool pairing: {violation}")),
+    }
 }
