@@ -43,7 +43,7 @@ impl ChatModel for Instant {
     }
 }
 
-/// The counters compared: the spec's approximation and an exact one.
+/// The counters compared: the approximate `ceil(bytes/4)` one and an exact one.
 fn counters() -> [(&'static str, Arc<dyn TokenCounter>); 2] {
     [("approx", Arc::new(ApproxCounter)), ("o200k", Arc::new(TiktokenCounter::o200k()))]
 }

@@ -215,20 +215,15 @@ impl SessionAgent {
     /// Estimated tokens of the request the next turn would send (system prompt, tool schemas,
     /// history since the summary), with the window and threshold in force.
     pub async fn token_status(&self, session_id: &str) -> Result<TokenStatus> {
-        let slot = self.slot(session_id);
-        let mut guard = slot.lock().await;
-        let cache = match guard.cache.take() {
-            Some(cache) => cache,
-            None => self.load(session_id).await?,
-        };
-        let status = TokenStatus {
-            estimated_tokens: self.estimate(&cache),
-            current_tokens: cache.session.current_tokens,
-            context_window: self.models.large.info().context_window,
-            threshold: self.options.summarize_threshold,
-        };
-        guard.cache = Some(cache);
-        Ok(status)
+        self.with_session(session_id, None, async |cache: &mut Cache| {
+            Ok(TokenStatus {
+                estimated_tokens: self.estimate(cache),
+                current_tokens: cache.session.current_tokens,
+                context_window: self.models.large.info().context_window,
+                threshold: self.options.summarize_threshold,
+            })
+        })
+        .await
     }
 
     /// Runs one turn: stores `prompt`, compacts if needed, asks the large model, runs its tool
@@ -244,29 +239,10 @@ impl SessionAgent {
         events: Option<&EventSender>,
     ) -> Result<TurnOutcome> {
         let prompt = prompt.into();
-        let mut guard = self.lock_session(session_id, events).await;
-        let span = tracing::info_span!(
-            "invoke_agent",
-            otel.name = "invoke_agent phosphor",
-            gen_ai.operation.name = "invoke_agent",
-            gen_ai.conversation.id = %session_id,
-        );
-        async move {
-            let mut cache = match guard.cache.take() {
-                Some(cache) => cache,
-                None => self.load(session_id).await?,
-            };
-            let result = self.turn(&mut cache, prompt, events).await;
-            if let Err(err) = &result {
-                emit(events, AgentEvent::Error { message: err.to_string() });
-            }
-            // A store failure may have left the cache ahead of the store: rebuild it next time.
-            if !matches!(result, Err(AgentError::Store(_))) {
-                guard.cache = Some(cache);
-            }
-            result
-        }
-        .instrument(span)
+        self.with_session(session_id, events, async |cache: &mut Cache| {
+            self.turn(cache, prompt, events).await
+        })
+        .instrument(invoke_agent_span(session_id))
         .await
     }
 
@@ -313,12 +289,32 @@ impl SessionAgent {
         instructions: Option<&str>,
         events: Option<&EventSender>,
     ) -> Result<CompactionReport> {
+        self.with_session(session_id, events, async |cache: &mut Cache| {
+            self.summarize(cache, CompactionReason::Manual, instructions, None, events).await
+        })
+        .await
+    }
+
+    /// Runs `work` on the session's cache, in the session's turn: waits for the queue lock (saying
+    /// so with a `Queued` event), loads the cache when it is not held, reports an error as an
+    /// [`AgentEvent::Error`], and keeps the cache for the next call unless the store failed (the
+    /// cache may then be ahead of the store, so it is rebuilt next time). Every public operation on
+    /// a session goes through here.
+    pub(crate) async fn with_session<T>(
+        &self,
+        session_id: &str,
+        events: Option<&EventSender>,
+        work: impl AsyncFnOnce(&mut Cache) -> Result<T>,
+    ) -> Result<T> {
         let mut guard = self.lock_session(session_id, events).await;
         let mut cache = match guard.cache.take() {
             Some(cache) => cache,
             None => self.load(session_id).await?,
         };
-        let result = self.summarize(&mut cache, CompactionReason::Manual, instructions, None, events).await;
+        let result = work(&mut cache).await;
+        if let Err(err) = &result {
+            emit(events, AgentEvent::Error { message: err.to_string() });
+        }
         if !matches!(result, Err(AgentError::Store(_))) {
             guard.cache = Some(cache);
         }
@@ -448,4 +444,14 @@ pub(crate) fn new_id() -> String {
 
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// The span around a turn or an exchange: OpenTelemetry's `invoke_agent` operation on the session.
+pub(crate) fn invoke_agent_span(session_id: &str) -> tracing::Span {
+    tracing::info_span!(
+        "invoke_agent",
+        otel.name = "invoke_agent phosphor",
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.conversation.id = %session_id,
+    )
 }

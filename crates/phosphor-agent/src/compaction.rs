@@ -1,4 +1,4 @@
-//! A compaction: the spec's `Summarize()`, with the shedding ladder, the streamed and persisted
+//! A compaction (docs/ARCHITECTURE.md, "Bird's eye view" and "Decisions"), with the shedding ladder, the streamed and persisted
 //! summary, and the session-state trail.
 
 use std::borrow::Cow;
@@ -45,7 +45,7 @@ impl SessionAgent {
         self.models.choose(self.options.summarize_model)
     }
 
-    /// The spec's `Summarize()`: folds the history where [`policy::cut`] says into a new summary
+    /// One compaction: folds the history where [`policy::cut`] says into a new summary
     /// message. `turn` is the index of the user message of the turn in progress (`None` for a
     /// manual compaction).
     pub(crate) async fn summarize(
@@ -279,7 +279,8 @@ impl SessionAgent {
         let ledger = shown_ledger(self.counter.as_ref(), &history, masked);
         let mut session = cache.session.clone();
         session.summary_message_id = Some(summary.id.clone());
-        // Spec step 7: recalculated from the summary content (as a model is shown it).
+        // The token fields after a summary (ARCHITECTURE.md, "Token fields"): recalculated from the
+        // summary content (as a model is shown it).
         session.current_tokens = ledger.counts().first().copied().unwrap_or(0);
         session.completion_tokens = usage.output_tokens;
         session.prompt_tokens = 0;

@@ -68,28 +68,10 @@ impl SessionAgent {
         exchange: Exchange,
         events: Option<&EventSender>,
     ) -> Result<Reply> {
-        let mut guard = self.lock_session(session_id, events).await;
-        let span = tracing::info_span!(
-            "invoke_agent",
-            otel.name = "invoke_agent phosphor",
-            gen_ai.operation.name = "invoke_agent",
-            gen_ai.conversation.id = %session_id,
-        );
-        async move {
-            let mut cache = match guard.cache.take() {
-                Some(cache) => cache,
-                None => self.load(session_id).await?,
-            };
-            let result = self.exchange(&mut cache, exchange, events).await;
-            if let Err(err) = &result {
-                emit(events, AgentEvent::Error { message: err.to_string() });
-            }
-            if !matches!(result, Err(AgentError::Store(_))) {
-                guard.cache = Some(cache);
-            }
-            result
-        }
-        .instrument(span)
+        self.with_session(session_id, events, async |cache: &mut Cache| {
+            self.exchange(cache, exchange, events).await
+        })
+        .instrument(crate::agent::invoke_agent_span(session_id))
         .await
     }
 

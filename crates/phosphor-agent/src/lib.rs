@@ -1,5 +1,5 @@
 //! `phosphor-agent`: an agent loop over a stored session that compacts its history automatically
-//! when the model's context window fills, as `shared/spec/COMPACTION.md` describes, without
+//! when the model's context window fills (docs/ARCHITECTURE.md says how and why), without
 //! compaction loops, orphaned tool results or lost messages.
 //!
 //! A turn ([`SessionAgent::run_turn`]):

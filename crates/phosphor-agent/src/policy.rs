@@ -107,7 +107,7 @@ pub fn fixed_tokens(system_prompt: &str, tools: &[ToolSpec], counter: &dyn Token
 
 /// Which trigger fires for a request of `estimate` tokens on a `window`-token model that keeps
 /// `reserve` tokens for the answer, if any. Overflow and the output reserve are forced (on even
-/// with `disable_auto_summarize`); the threshold is the spec's pre-request check.
+/// with `disable_auto_summarize`); the threshold is the check made before every request.
 pub fn trigger(estimate: u64, reserve: u64, window: u64, options: &Options) -> Option<CompactionReason> {
     if estimate > window {
         Some(CompactionReason::Overflow)
@@ -261,8 +261,9 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
     (!cut.fold.is_empty()).then_some(cut)
 }
 
-/// The ladder of ever smaller summarizer inputs (spec "Overflow recovery", then further):
-/// 0 standard pruning; 1 aggressive pruning; 2 every tool output omitted; 3.. the oldest turns
+/// The ladder of ever smaller summarizer inputs (ARCHITECTURE.md, "Shedding ladder"): 0 standard
+/// pruning (and, at every level, assistant prose before the newest folded turn cut to
+/// `summarize_assistant_text_chars`); 1 aggressive pruning; 2 every tool output omitted; 3.. the oldest turns
 /// dropped one at a time (never the previous summary, which is in the prompt, nor the latest turn).
 pub struct Ladder<'a> {
     fold: &'a [Message],
@@ -288,6 +289,12 @@ impl<'a> Ladder<'a> {
             self.options.summarize_tool_output_aggressive_chars
         };
         let mut input = phosphor_prune::prune_messages(self.fold, chars);
+        let newest_turn = phosphor_prune::turn_starts(self.fold).last().copied().unwrap_or(0);
+        phosphor_prune::prune_assistant_prose(
+            &mut input,
+            newest_turn,
+            self.options.summarize_assistant_text_chars,
+        );
         if level >= 2 {
             phosphor_prune::omit_oldest_tool_outputs(&mut input, usize::MAX);
         }

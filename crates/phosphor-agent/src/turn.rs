@@ -211,7 +211,7 @@ impl SessionAgent {
         let window = info.context_window;
         let reserve = policy::reserve(&info);
         // Before every request of the turn: the post-user-message overflow check and the
-        // pre-request threshold check (spec order), then whether the request can go.
+        // threshold check before the request, then whether the request can go.
         // Observation masking first: when it brings the request under the triggers, no summary
         // is written.
         let mut estimate = self.estimate(cache);

@@ -19,11 +19,11 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use phosphor_agent::eval::aider::{self, Turn};
-use phosphor_agent::{Models, SessionAgent, SessionState, Tool, ToolOutput};
+use phosphor_agent::{FileOp, Models, SessionAgent, SessionState, Tool, ToolOutput};
 use phosphor_core::config::{Options, SummarizeModel};
 use phosphor_core::{
-    ApproxCounter, ChatRequest, FinishReason, Message, ModelInfo, Role, StreamEvent, TokenCounter, ToolCall,
-    ToolSpec,
+    ApproxCounter, ChatRequest, FinishReason, Message, ModelInfo, Part, Role, StreamEvent, TokenCounter,
+    ToolCall, ToolSpec,
 };
 use phosphor_store::{SessionStore, SqliteStore};
 use phosphor_testkit::{Script, ScriptedModel, text_turn};
@@ -222,8 +222,8 @@ async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured
         );
         assert_eq!(whole.requests_verbatim, whole.requests, "every request within the default budget");
         assert_eq!(whole.files_kept, whole.files);
-        // Measured 0.40 to 0.73 on these sessions (docs/BENCHMARKS.md): aider's answers are long prose,
-        // which is never pruned. A guard against regressions, not the issue's target of a third.
+        // Measured 0.39 to 0.73 on these sessions (docs/BENCHMARKS.md: user messages, instructions and
+        // framing alone are 0.18 of session 1). A guard against regressions, not the issue's third.
         assert!(ratio < 0.75, "the summary request is {ratio:.2} of the transcript");
         let mut sent = Vec::new();
         for (name, options) in
@@ -249,5 +249,188 @@ async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured
         // Masking steps that clear little are not taken (`policy::mask_min_gain`): masking never costs
         // more than it saves here, where tool outputs are small.
         assert!(sent[1] <= sent[0], "masking sent {} tokens, summaries only {}", sent[1], sent[0]);
+    }
+}
+
+/// A coding session in Claude Code's shape, where tool inputs and outputs are the bulk: six
+/// requests, `TodoWrite` plans, whole files written (`Write`) and edited (`Edit`), files read
+/// (`Read`), and shell commands (`Bash`), some failing. No public recording of a whole Claude Code
+/// session could be reached from this project's machines (only single messages, in
+/// claude-code-log's docs), so the session is written here with Claude Code's tool names and
+/// argument shapes, at the density of the real Claude Code sessions issue #13 measured (309 KB for
+/// 58 tool calls, 5.3 KB a call, 46% of it tool inputs): files of 8 KB read, 8 to 15 KB written,
+/// edits of 0.9 and 2 KB, test runs of 1 KB.
+fn claude_code_session() -> (Vec<Message>, ClaudeCodeFacts) {
+    let mut rng = phosphor_prune::synthetic::XorShift::new(13);
+    let mut code = |lines: usize| -> String {
+        (0..lines)
+            .map(|i| format!("    let value_{i} = compute_{}(input, {});\n", rng.below(50), rng.below(1_000)))
+            .collect()
+    };
+    let mut messages =
+        vec![Message::system("You are Claude Code, an interactive CLI tool for software engineering.")];
+    let mut facts = ClaudeCodeFacts::default();
+    let mut call_n = 0;
+    let mut call = |messages: &mut Vec<Message>,
+                    name: &str,
+                    arguments: serde_json::Value,
+                    result: String,
+                    error: bool| {
+        call_n += 1;
+        let id = format!("toolu_{call_n:04}");
+        let text = Part::Text { text: format!("Running {name}.") };
+        let call = ToolCall { id: id.clone(), name: name.into(), arguments: arguments.to_string() };
+        messages.push(Message::new(Role::Assistant, vec![text, Part::ToolCall(call)]));
+        messages.push(Message::tool_result(&id, name, result, error));
+    };
+    let requests = [
+        "Add a retry with exponential backoff to the HTTP client in src/client.rs, and cover it with tests.",
+        "The tests fail on CI with a timeout; find out why and fix it.",
+        "Now make the backoff configurable from config.toml (max retries, base delay).",
+        "Write the docs for the new settings in docs/config.md.",
+        "Rename RetryPolicy to Backoff everywhere.",
+        "Run the whole test suite and fix whatever is still red.",
+    ];
+    for (turn, request) in requests.iter().enumerate() {
+        messages.push(Message::user(*request));
+        facts.requests.push((*request).to_owned());
+        let todos: Vec<serde_json::Value> = (0..4)
+            .map(|i| {
+                let status = if i < turn % 4 {
+                    "completed"
+                } else if i == turn % 4 {
+                    "in_progress"
+                } else {
+                    "pending"
+                };
+                serde_json::json!({"content": format!("Step {i} of request {turn}"), "status": status,
+                                   "activeForm": format!("Working on step {i}")})
+            })
+            .collect();
+        facts.plan = todos
+            .iter()
+            .map(|t| (t["status"].as_str().unwrap().to_owned(), t["content"].as_str().unwrap().to_owned()))
+            .collect();
+        call(
+            &mut messages,
+            "TodoWrite",
+            serde_json::json!({"todos": todos}),
+            "Todos have been modified successfully.".into(),
+            false,
+        );
+        for file in 0..2 {
+            let path = format!("/repo/src/module_{turn}_{file}.rs");
+            call(&mut messages, "Read", serde_json::json!({"file_path": path}), code(180), false);
+            facts.files.push((path, FileOp::Read));
+        }
+        let written = format!("/repo/src/new_{turn}.rs");
+        call(
+            &mut messages,
+            "Write",
+            serde_json::json!({"file_path": written, "content": code(180 + 30 * turn)}),
+            format!("File created successfully at: {written}"),
+            false,
+        );
+        facts.files.push((written, FileOp::Written));
+        let edited = format!("/repo/src/module_{turn}_0.rs");
+        call(
+            &mut messages,
+            "Edit",
+            serde_json::json!({"file_path": edited, "old_string": code(20), "new_string": code(45)}),
+            format!("The file {edited} has been updated."),
+            false,
+        );
+        facts.files.retain(|(p, _)| p != &edited);
+        facts.files.push((edited, FileOp::Edited));
+        let command = format!("cargo test -p client --test retry_{turn}");
+        let failing = turn % 2 == 1;
+        let output = if failing {
+            format!(
+                "running 41 tests\n{}test retry_{turn}::times_out ... FAILED\nerror: test failed, to rerun pass `--test retry_{turn}`",
+                "test retry::case ... ok\n".repeat(40)
+            )
+        } else {
+            format!(
+                "running 41 tests\n{}test result: ok. 41 passed; 0 failed",
+                "test retry::case ... ok\n".repeat(41)
+            )
+        };
+        call(
+            &mut messages,
+            "Bash",
+            serde_json::json!({"command": command, "description": "Run the tests"}),
+            output,
+            failing,
+        );
+        facts.commands.push(command);
+        messages.push(Message::assistant(format!("Done with request {turn}: the change is in place.")));
+    }
+    (messages, facts)
+}
+
+/// What a continuing agent needs from [`claude_code_session`].
+#[derive(Default)]
+struct ClaudeCodeFacts {
+    requests: Vec<String>,
+    /// The latest plan: (status, text).
+    plan: Vec<(String, String)>,
+    files: Vec<(String, FileOp)>,
+    commands: Vec<String>,
+}
+
+#[tokio::test]
+async fn a_claude_code_style_session_keeps_requests_plan_files_and_commands_in_a_tenth() {
+    let (messages, facts) = claude_code_session();
+    let summarizer =
+        Arc::new(ScriptedModel::new(vec![text_turn("Summary.", None)]).with_info(info("small", 200_000)));
+    let large = Arc::new(ScriptedModel::new(Vec::new()).with_info(info("large", 200_000)));
+    let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+    let models = Models { large, small: Some(summarizer.clone()), embedded: None, configured_large: None };
+    let options = Options { summarize_model: SummarizeModel::Small, ..Options::default() };
+    let agent = SessionAgent::new(store.clone(), models, options);
+    let session = agent.create_session("claude code").await.unwrap();
+    let (system, rest, _) = phosphor_agent::eval::split_system(&messages);
+    assert!(!system.is_empty());
+    agent.import_messages(&session, rest).await.unwrap();
+    agent.compact(&session.id, None, None).await.unwrap();
+
+    let transcript: u64 = rest.iter().map(|m| ApproxCounter.count_message(m)).sum();
+    let requests = summarizer.requests();
+    let request = ApproxCounter.count_request(&requests[0]);
+    let ratio = request as f64 / transcript as f64;
+    let history = store.history(&session.id).await.unwrap();
+    let state = SessionState::parse(&history[0].text_content());
+    eprintln!(
+        "Claude Code-style session: {} messages, {transcript} tokens; summary request {request} tokens ({ratio:.3} \
+         of the transcript); requests {}/{}, plan items {}/{}, files {}/{}, commands {}/{}",
+        rest.len(),
+        facts.requests.iter().filter(|r| state.requests.contains(r)).count(),
+        facts.requests.len(),
+        facts.plan.iter().filter(|(s, t)| state.plan.iter().any(|p| &p.status == s && &p.text == t)).count(),
+        facts.plan.len(),
+        facts.files.iter().filter(|(p, op)| state.file_op(p) == Some(*op)).count(),
+        facts.files.len(),
+        facts.commands.iter().filter(|c| state.commands.iter().any(|r| &r.command == *c)).count(),
+        facts.commands.len(),
+    );
+    assert!(ratio < 0.1, "the summary request is {ratio:.3} of the transcript");
+    assert_eq!(state.requests, facts.requests, "every request, verbatim");
+    let plan: Vec<(String, String)> = state.plan.iter().map(|p| (p.status.clone(), p.text.clone())).collect();
+    assert_eq!(plan, facts.plan, "the latest plan, item by item");
+    for (path, op) in &facts.files {
+        assert_eq!(state.file_op(path), Some(*op), "{path}");
+    }
+    for (i, command) in facts.commands.iter().enumerate() {
+        let run =
+            state.commands.iter().find(|r| &r.command == command).unwrap_or_else(|| panic!("{command} lost"));
+        if i % 2 == 1 {
+            assert!(
+                run.outcome.starts_with("failed") || run.outcome.starts_with("exit"),
+                "{command}: {}",
+                run.outcome
+            );
+        } else {
+            assert!(!run.outcome.is_empty(), "{command}: no outcome");
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! Agent behaviour against an in-process scripted model: every spec step and trigger, failure,
-//! cancellation, queueing and repeated compaction. (tests/http.rs drives the same loop over HTTP.)
+//! Agent behaviour against an in-process scripted model: every compaction step and trigger, failure,
+//! cancellation, queueing and repeated compaction. (the top-level tests/http.rs drives the same loop over HTTP.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

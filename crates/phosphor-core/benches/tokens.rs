@@ -1,4 +1,4 @@
-//! Token counting throughput: the spec's approximate count and each exact tokenizer, over the
+//! Token counting throughput: the approximate `ceil(bytes/4)` count and each exact tokenizer, over the
 //! text of a synthetic agent transcript (code, logs, prose, multi-byte text). The GGUF tokenizer
 //! is SmolLM2's, read from `PHOSPHOR_TEST_MODEL` when it is set.
 

@@ -1,4 +1,4 @@
-//! `phosphor.json`: every key of the spec's configuration section, plus providers and models.
+//! `phosphor.json`: every key of the configuration (README, "Configuration reference"), with providers and models.
 //!
 //! Loading, discovery, validation and the JSON Schema live here too:
 //!
@@ -34,9 +34,9 @@ use serde_json::{Map, Value};
 #[serde(default)]
 #[schemars(transform = allow_schema_key)]
 pub struct Config {
-    /// Compaction behaviour (the spec's `options` key).
+    /// Compaction behaviour (the `options` key).
     pub options: Options,
-    /// Local GGUF models (the spec's `embedded_models` key).
+    /// Local GGUF models (the `embedded_models` key).
     pub embedded_models: EmbeddedModels,
     /// Remote OpenAI-compatible endpoints, by name.
     pub providers: BTreeMap<String, ProviderConfig>,
@@ -61,7 +61,11 @@ pub struct Options {
     /// Characters kept of each tool output in overflow-recovery pruning (> 0, at most the standard limit).
     #[schemars(range(min = 1))]
     pub summarize_tool_output_aggressive_chars: usize,
-    /// Tokens of the most recent turns kept verbatim after a summary (0 keeps none, as the spec).
+    /// Characters kept of the text of each assistant answer the summarizer reads, except the answers
+    /// of the newest turn it folds, which it reads whole (> 0).
+    #[schemars(range(min = 1))]
+    pub summarize_assistant_text_chars: usize,
+    /// Tokens of the most recent turns kept verbatim after a summary (0 keeps none).
     pub summarize_keep_recent_tokens: u64,
     /// The most automatic compactions one turn may run (a backstop: the progress rule, one
     /// compaction per model response at most, already makes loops impossible). At least 1.
@@ -101,6 +105,7 @@ impl Default for Options {
             summarize_model: SummarizeModel::Main,
             summarize_tool_output_chars: 200,
             summarize_tool_output_aggressive_chars: 50,
+            summarize_assistant_text_chars: 600,
             summarize_keep_recent_tokens: 0,
             summarize_max_per_turn: 8,
             summarize_state_max_tokens: 8_000,
@@ -696,6 +701,7 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
     const THRESHOLD: &str = "options.summarize_threshold";
     const CHARS: &str = "options.summarize_tool_output_chars";
     const AGGRESSIVE: &str = "options.summarize_tool_output_aggressive_chars";
+    const PROSE: &str = "options.summarize_assistant_text_chars";
     const PROFILE: &str = "options.profile";
     const MAX_PER_TURN: &str = "options.summarize_max_per_turn";
     const STATE_TOKENS: &str = "options.summarize_state_max_tokens";
@@ -736,6 +742,9 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
         });
     }
 
+    if options.summarize_assistant_text_chars == 0 {
+        return Err(invalid(PROSE, 0.into(), OUT_OF_RANGE, "a whole number > 0".to_owned()));
+    }
     if options.summarize_max_per_turn == 0 {
         return Err(invalid(MAX_PER_TURN, 0.into(), OUT_OF_RANGE, "a whole number >= 1".to_owned()));
     }
@@ -931,6 +940,7 @@ mod tests {
                 "summarize_model": "main",
                 "summarize_tool_output_chars": 200,
                 "summarize_tool_output_aggressive_chars": 50,
+                "summarize_assistant_text_chars": 600,
                 "summarize_keep_recent_tokens": 0,
                 "summarize_max_per_turn": 8,
                 "summarize_state_max_tokens": 8000,
@@ -974,6 +984,11 @@ mod tests {
         check_error(
             r#"{ "options": { "summarize_tool_output_chars": 0 } }"#,
             "/cfg/phosphor.json: options.summarize_tool_output_chars: 0 is out of range; allowed: a whole number > 0",
+        );
+        check_error(
+            r#"{ "options": { "summarize_assistant_text_chars": 0 } }"#,
+            "/cfg/phosphor.json: options.summarize_assistant_text_chars: 0 is out of range; \
+             allowed: a whole number > 0",
         );
         check_error(
             r#"{ "options": { "summarize_max_per_turn": 0 } }"#,

@@ -102,7 +102,7 @@ pub trait ChatModel: Send + Sync {
 
     /// The counter that counts this model's tokens: exact where the backend knows the model's
     /// tokenizer (tiktoken for OpenAI models, the GGUF file's own vocabulary for a local model),
-    /// else the spec's approximation ([`ApproxCounter`], the default). Called once per agent;
+    /// else the approximation `ceil(bytes/4)` ([`ApproxCounter`], the default). Called once per agent;
     /// an implementation may build the counter here.
     fn counter(&self) -> Arc<dyn TokenCounter> {
         Arc::new(ApproxCounter)

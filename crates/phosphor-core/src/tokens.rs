@@ -1,4 +1,4 @@
-//! Token accounting: the approximate count the spec uses, exact counts from real tokenizers,
+//! Token accounting: the approximate count `ceil(bytes/4)`, exact counts from real tokenizers,
 //! and running totals so that a turn never re-counts the whole history.
 
 use crate::message::{Message, Part};
@@ -60,7 +60,7 @@ pub trait TokenCounter: Send + Sync {
     }
 }
 
-/// The spec's estimate: `ceil(utf8_bytes / 4)` per text. No tokenizer, no allocation.
+/// The default estimate: `ceil(utf8_bytes / 4)` per text. No tokenizer, no allocation.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApproxCounter;
 

@@ -26,7 +26,7 @@ impl ShortName {
     }
 }
 
-/// Every short name, the default first. The spec's examples are here. `Qwen3.5-0.8B`, `Gemma-2-2B` and the Gemma 3
+/// Every short name, the default first. `Qwen3.5-0.8B`, `Gemma-2-2B` and the Gemma 3
 /// models have architectures only llama.cpp runs: without the `llamacpp` feature they are refused before any
 /// download, with a list of the names that would work.
 pub const SHORT_NAMES: &[ShortName] = &[

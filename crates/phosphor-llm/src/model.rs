@@ -295,7 +295,7 @@ impl Inner {
 
 /// The token counter for a remote model id: tiktoken's encoding for OpenAI model families
 /// (`o200k_base` for GPT-4o, GPT-4.1, GPT-5, the o-series and gpt-oss; `cl100k_base` for GPT-4 and
-/// GPT-3.5), else the spec's approximation (other vendors do not publish a local tokenizer we could
+/// GPT-3.5), else the approximation `ceil(bytes/4)` (other vendors do not publish a local tokenizer we could
 /// run; the agent's calibration from reported usage corrects it upward). Without the `tiktoken`
 /// feature, always the approximation.
 pub fn counter_for(model_id: &str) -> Arc<dyn TokenCounter> {

@@ -1,5 +1,5 @@
 //! Pure transformations of a message history before it is sent to a model: pruning of tool
-//! outputs and tool-call arguments, observation masking, tool-call pairing repair, turn
+//! outputs and tool-call arguments, older assistant prose cut for a summarizer, observation masking, tool-call pairing repair, turn
 //! boundaries and the overflow ladder's last rungs.
 //!
 //! Nothing here does I/O or copies a message it leaves alone: the functions take and return
@@ -38,6 +38,7 @@ mod arguments;
 mod ladder;
 mod masking;
 mod pairing;
+mod prose;
 #[doc(hidden)]
 pub mod synthetic;
 #[cfg(test)]
@@ -50,6 +51,7 @@ pub use arguments::{
 pub use ladder::{OMITTED_OUTPUT, drop_oldest_turns, omit_oldest_tool_outputs};
 pub use masking::{MASKED_PREFIX, mask_tool_outputs, masked_output};
 pub use pairing::{INTERRUPTED_RESULT, PairingViolation, check_tool_pairing, repair_tool_pairing};
+pub use prose::prune_assistant_prose;
 pub use turns::{keep_recent_split, keep_recent_split_by, turn_starts};
 
 /// Appended to a tool output that was cut.

@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../crates/phosphor-agent/tests/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

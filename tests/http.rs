@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../crates/phosphor-agent/tests/common/mod.rs"]
 mod common;
 
 use std::sync::Arc;
