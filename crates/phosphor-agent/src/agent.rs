@@ -296,10 +296,11 @@ impl SessionAgent {
     }
 
     /// Runs `work` on the session's cache, in the session's turn: waits for the queue lock (saying
-    /// so with a `Queued` event), loads the cache when it is not held, reports an error as an
-    /// [`AgentEvent::Error`], and keeps the cache for the next call unless the store failed (the
-    /// cache may then be ahead of the store, so it is rebuilt next time). Every public operation on
-    /// a session goes through here.
+    /// so with a `Queued` event) and for the store's lock on the session (other processes sharing
+    /// the store take turns on it too), loads the cache when it is not held or when another process
+    /// may have written the session, reports an error as an [`AgentEvent::Error`], and keeps the
+    /// cache for the next call unless the store failed (the cache may then be ahead of the store, so
+    /// it is rebuilt next time). Every public operation on a session goes through here.
     pub(crate) async fn with_session<T>(
         &self,
         session_id: &str,
@@ -307,6 +308,22 @@ impl SessionAgent {
         work: impl AsyncFnOnce(&mut Cache) -> Result<T>,
     ) -> Result<T> {
         let mut guard = self.lock_session(session_id, events).await;
+        let lease = self.store.lock_session(session_id).await?;
+        if self.store.is_shared() {
+            guard.cache = None;
+        }
+        let result = self.on_cache(&mut guard, session_id, events, work).await;
+        lease.release().await;
+        result
+    }
+
+    async fn on_cache<T>(
+        &self,
+        guard: &mut Slot,
+        session_id: &str,
+        events: Option<&EventSender>,
+        work: impl AsyncFnOnce(&mut Cache) -> Result<T>,
+    ) -> Result<T> {
         let mut cache = match guard.cache.take() {
             Some(cache) => cache,
             None => self.load(session_id).await?,

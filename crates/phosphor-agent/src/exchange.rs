@@ -2,13 +2,12 @@
 //! serve`): each request resends the whole conversation, the agent stores what is new, compacts
 //! exactly as in a turn, and answers one model call. The client runs its own tools.
 //!
-//! [`SessionIndex`] recognises which stored session a request continues: the stored session whose
-//! messages are the longest prefix of the request's (see its documentation for the rules).
+//! [`SessionAgent::claim`] recognises which stored session a request continues: the stored
+//! session whose messages are the longest prefix of the request's (see its documentation for the
+//! rules), and [`SessionAgent::finish`] records where it stands after the answer.
 
-use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
-
-use phosphor_core::{FinishReason, Message, MessageStatus, Part, Role, ToolSpec, Usage};
+use phosphor_core::{FinishReason, Message, MessageStatus, Part, Role, Session, ToolSpec, Usage};
+use phosphor_store::{Head, Lease, StoreError};
 use tracing::Instrument;
 
 use crate::agent::{Cache, Frame, SessionAgent};
@@ -153,45 +152,204 @@ impl SessionAgent {
     }
 }
 
-/// Recognises the stored session a client's history continues, without reading the store.
-///
-/// The rules (see docs/ARCHITECTURE.md, "Sessions of stateless clients"):
-/// - A session's *chain* is its complete, non-summary messages in order (what a client that sent
-///   them and received the answers holds), each reduced to a [`fingerprint`]: role, text,
-///   tool calls (id, name, arguments as canonical JSON) and tool results (call id, content).
-///   Reasoning, ids, timestamps and models do not count, so a client that drops them still matches.
-/// - Sessions live in *namespaces*: the part of the id before the first `~`. A client that names
-///   its session (`X-Phosphor-Session: NAME`) works in namespace `NAME`; one that does not, in the
-///   empty namespace (ids `~<uuid>`).
-/// - A request continues the session of its namespace whose whole chain is the longest prefix of
-///   the request's messages; the rest of the request is new. Only the sessions' current heads are
-///   indexed, so a request that edits or drops a message the session holds matches none of them
-///   and starts a new session (a branch): the stored one is never changed.
-/// - A session is *claimed* while a request works on it ([`SessionIndex::claim`]): a second
-///   request with the same prefix meanwhile does not find it and branches, as two clients that
-///   forked a conversation should.
-#[derive(Debug, Default)]
-pub struct SessionIndex {
-    /// (namespace, chain hash of a session's whole chain) → session id.
-    heads: HashMap<(String, Chain), String>,
-    /// session id → its head and length.
-    sessions: HashMap<String, (Chain, usize)>,
+/// A session a request of a stateless client works on, taken by [`SessionAgent::claim`] and given
+/// back by [`SessionAgent::finish`].
+#[derive(Debug)]
+pub struct Claim {
+    /// The session.
+    pub session_id: String,
+    /// The request's messages the session does not hold yet (what [`Exchange::messages`] takes).
+    pub new: Vec<Message>,
+    namespace: String,
+    /// The chain of what the session held, and its length in counted messages.
+    head: Chain,
+    held: usize,
+    lease: Lease,
 }
 
-/// A hash of a chain of fingerprints (128 bits: two independent keyed hashes).
+/// How many times [`SessionAgent::claim`] looks again when a session it found moved on before it
+/// could claim it (another proxy answered on it meanwhile); then the request branches.
+const CLAIM_TRIES: usize = 3;
+
+impl SessionAgent {
+    /// Finds the stored session that a client's whole history (`messages`, system messages
+    /// included) continues in `namespace`, claims it, and says which messages are new; or
+    /// creates a session for it. The rules (docs/ARCHITECTURE.md, "Sessions of stateless
+    /// clients"):
+    /// - A session's *chain* is its complete, non-summary, non-system messages in order (what a
+    ///   client that sent them and received the answers holds), each reduced to a [`fingerprint`]:
+    ///   role, text, tool calls (id, name, arguments as canonical JSON) and tool results (call id,
+    ///   content). Reasoning, ids, timestamps and models do not count, so a client that drops them
+    ///   still matches. The store keeps each session's *head*: the hash of its whole chain.
+    /// - Sessions live in *namespaces*: the client's `X-Phosphor-Session` name, or the empty one.
+    ///   A new session takes the name as its id the first time, and `NAME~<uuid>` after that.
+    /// - A request continues the session of its namespace whose head is the longest prefix of the
+    ///   request's chain; the rest of the request is new. Only heads are matched, so a request that
+    ///   edits or drops a message the session holds matches none and starts a new session (a
+    ///   branch): the stored one is never changed.
+    /// - A session is *claimed* while a request works on it, in every process sharing the store: a
+    ///   second request with the same prefix meanwhile does not find it and branches, as two
+    ///   clients that forked a conversation should.
+    pub async fn claim(&self, namespace: &str, messages: Vec<Message>) -> Result<Claim> {
+        let chains = Chain::prefixes(&messages);
+        let keys: Vec<String> = chains.iter().map(Chain::key).collect();
+        let store = self.store();
+        for _ in 0..CLAIM_TRIES {
+            let mut moved = false;
+            for found in store.find_heads(namespace, &keys).await? {
+                let Some(lease) = store.try_claim(&found.session_id).await? else { continue };
+                // Claimed: unless its head moved between the lookup and the claim, it is ours.
+                if store.head(&found.session_id).await?.as_ref() != Some(&found) {
+                    lease.release().await;
+                    moved = true;
+                    continue;
+                }
+                // A process that died while answering may have stored messages without recording
+                // the head: then the stored messages say where the session stands.
+                let mut head = found;
+                if store.count_messages(&head.session_id).await? != head.stored {
+                    head = self.head_of(&head.session_id, namespace).await?;
+                    store.set_head(&head).await?;
+                }
+                let Some(held) = keys.iter().position(|k| *k == head.head) else {
+                    lease.release().await;
+                    continue;
+                };
+                let found = head;
+                let at = position_after(&messages, held);
+                return Ok(Claim {
+                    session_id: found.session_id,
+                    new: messages[at..].to_vec(),
+                    namespace: namespace.to_owned(),
+                    head: chains[held],
+                    held,
+                    lease,
+                });
+            }
+            if !moved {
+                break;
+            }
+        }
+        let now = crate::agent::now_ms();
+        let mut id = if namespace.is_empty() { None } else { Some(namespace.to_owned()) };
+        loop {
+            let session_id = id.take().unwrap_or_else(|| format!("{namespace}~{}", uuid::Uuid::now_v7()));
+            match store.create_session(&Session::new(session_id.clone(), "", now)).await {
+                Err(StoreError::AlreadyExists { .. }) => continue,
+                result => result?,
+            }
+            let Some(lease) = store.try_claim(&session_id).await? else { continue };
+            return Ok(Claim {
+                session_id,
+                new: messages,
+                namespace: namespace.to_owned(),
+                head: Chain::default(),
+                held: 0,
+                lease,
+            });
+        }
+    }
+
+    /// Records where the claimed session stands and gives it back: after `reply`, its chain
+    /// extended by the new messages and the answer; after an error, its chain as stored. A store
+    /// error is returned after the claim is given back (the session is then found by the head it
+    /// had, and a client continuing it branches).
+    pub async fn finish(&self, claim: Claim, reply: Option<&Reply>) -> Result<()> {
+        let Claim { session_id, new, namespace, head, held, lease } = claim;
+        let recorded: Result<()> = async {
+            let head = match reply {
+                Some(reply) => {
+                    let mut head = head;
+                    let mut len = held;
+                    for message in new.iter().chain(std::iter::once(&reply.message)).filter(|m| counts(m)) {
+                        head = head.then(message);
+                        len += 1;
+                    }
+                    let stored = self.store().count_messages(&session_id).await?;
+                    Head {
+                        session_id: session_id.clone(),
+                        namespace,
+                        head: head.key(),
+                        len: len as u64,
+                        stored,
+                    }
+                }
+                None => self.head_of(&session_id, &namespace).await?,
+            };
+            Ok(self.store().set_head(&head).await?)
+        }
+        .await;
+        lease.release().await;
+        recorded
+    }
+
+    /// Records the head of every stored session that has none (sessions stored by `phosphor chat`
+    /// or `run`, or before heads were kept), in the namespace its id names, so that a client can
+    /// continue them. Returns how many it recorded.
+    pub async fn record_missing_heads(&self) -> Result<usize> {
+        let mut recorded = 0;
+        for session in self.store().list_sessions(usize::MAX).await? {
+            if self.store().head(&session.id).await?.is_some() {
+                continue;
+            }
+            let head = self.head_of(&session.id, namespace(&session.id)).await?;
+            self.store().set_head(&head).await?;
+            recorded += 1;
+        }
+        Ok(recorded)
+    }
+
+    /// The head of a session as its stored messages say.
+    async fn head_of(&self, session_id: &str, namespace: &str) -> Result<Head> {
+        let messages = self.store().messages(session_id).await?;
+        let chains = Chain::prefixes(&messages);
+        Ok(Head {
+            session_id: session_id.to_owned(),
+            namespace: namespace.to_owned(),
+            head: chains.last().unwrap_or(&Chain::default()).key(),
+            len: (chains.len() - 1) as u64,
+            stored: messages.len() as u64,
+        })
+    }
+}
+
+/// The index in `messages` after the first `held` counted messages (system messages do not count).
+fn position_after(messages: &[Message], held: usize) -> usize {
+    let mut seen = 0;
+    messages
+        .iter()
+        .position(|m| {
+            if seen == held {
+                return true;
+            }
+            seen += usize::from(counts(m));
+            false
+        })
+        .unwrap_or(messages.len())
+}
+
+/// A hash of a chain of fingerprints: the first 128 bits of SHA-256 over the previous chain and the
+/// message's fingerprint. Stable across builds and machines, since proxies sharing a store compare
+/// the chains they computed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Chain(u64, u64);
+pub struct Chain([u8; 16]);
 
 impl Chain {
     /// The chain extended by one message.
     pub fn then(self, message: &Message) -> Chain {
-        let print = fingerprint(message);
-        let hash = |seed: u64, previous: u64| {
-            let mut hasher = DefaultHasher::new();
-            (seed, previous, &print).hash(&mut hasher);
-            hasher.finish()
-        };
-        Chain(hash(1, self.0), hash(2, self.1))
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        hasher.update(self.0);
+        hasher.update(fingerprint(message).as_bytes());
+        let digest = hasher.finalize();
+        let mut chain = [0; 16];
+        chain.copy_from_slice(&digest[..16]);
+        Chain(chain)
+    }
+
+    /// The chain as the store keeps it: 32 lowercase hexadecimal digits.
+    pub fn key(&self) -> String {
+        self.0.iter().map(|byte| format!("{byte:02x}")).collect()
     }
 
     /// The chains of every prefix of `messages` that [`counts`] (`result[i]` covers the first `i`
@@ -247,72 +405,6 @@ pub fn namespace(session_id: &str) -> &str {
     session_id.split('~').next().unwrap_or("")
 }
 
-/// What [`SessionIndex::find`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
-    /// The session.
-    pub session_id: String,
-    /// How many of the request's counted messages the session already holds.
-    pub held: usize,
-}
-
-impl SessionIndex {
-    /// Records `session_id` with its stored `messages` (all of them, in order), replacing what the
-    /// index knew about it.
-    pub fn insert(&mut self, session_id: &str, messages: &[Message]) {
-        let chains = Chain::prefixes(messages);
-        let head = *chains.last().unwrap_or(&Chain::default());
-        self.set(session_id, head, chains.len() - 1);
-    }
-
-    /// Moves `session_id`'s head to `head` over `len` counted messages.
-    pub fn set(&mut self, session_id: &str, head: Chain, len: usize) {
-        self.remove(session_id);
-        self.heads.insert((namespace(session_id).to_owned(), head), session_id.to_owned());
-        self.sessions.insert(session_id.to_owned(), (head, len));
-    }
-
-    /// Forgets `session_id` (while a request works on it, or for good).
-    pub fn remove(&mut self, session_id: &str) -> Option<(Chain, usize)> {
-        let (head, len) = self.sessions.remove(session_id)?;
-        self.heads.remove(&(namespace(session_id).to_owned(), head));
-        Some((head, len))
-    }
-
-    /// The session of `namespace` whose chain is the longest prefix of `chains` (as
-    /// [`Chain::prefixes`] computes them for a request), or `None`.
-    pub fn find(&self, namespace: &str, chains: &[Chain]) -> Option<Found> {
-        (0..chains.len()).rev().find_map(|held| {
-            self.heads
-                .get(&(namespace.to_owned(), chains[held]))
-                .map(|session_id| Found { session_id: session_id.clone(), held })
-        })
-    }
-
-    /// [`SessionIndex::find`], and the session found is taken out of the index until the caller
-    /// puts it back with [`SessionIndex::set`] or [`SessionIndex::insert`].
-    pub fn claim(&mut self, namespace: &str, chains: &[Chain]) -> Option<Found> {
-        let found = self.find(namespace, chains)?;
-        self.remove(&found.session_id);
-        Some(found)
-    }
-
-    /// Whether a session of this id is indexed (and not claimed).
-    pub fn contains(&self, session_id: &str) -> bool {
-        self.sessions.contains_key(session_id)
-    }
-
-    /// Sessions indexed.
-    pub fn len(&self) -> usize {
-        self.sessions.len()
-    }
-
-    /// Whether no session is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.sessions.is_empty()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,28 +418,19 @@ mod tests {
     }
 
     #[test]
-    fn the_longest_stored_prefix_wins_within_its_namespace() {
+    fn chains_are_stable_keys_of_every_prefix() {
         let a = Message::user("fix the bug");
         let b = Message::assistant("done");
-        let c = Message::user("now the tests");
-        let mut index = SessionIndex::default();
-        index.insert("~one", std::slice::from_ref(&a));
-        index.insert("~two", &[a.clone(), b.clone()]);
-        index.insert("named", &[a.clone(), b.clone()]);
-        let request = Chain::prefixes([&a, &b, &c]);
-        assert_eq!(index.find("", &request), Some(Found { session_id: "~two".into(), held: 2 }));
-        assert_eq!(index.find("named", &request), Some(Found { session_id: "named".into(), held: 2 }));
-        assert_eq!(index.find("other", &request), None);
-        // An edited history matches only up to where it still agrees with a stored head.
-        let edited = Chain::prefixes([&a, &Message::assistant("not done"), &c]);
-        assert_eq!(index.find("", &edited), Some(Found { session_id: "~one".into(), held: 1 }));
-        // A claimed session is invisible until set back.
-        let found = index.claim("", &request).unwrap();
-        assert_eq!(index.find("", &request), Some(Found { session_id: "~one".into(), held: 1 }));
-        let head = request[3];
-        index.set(&found.session_id, head, 3);
-        assert_eq!(index.find("", &request), Some(Found { session_id: "~two".into(), held: 3 }));
-        assert_eq!(index.len(), 3);
+        let chains = Chain::prefixes([&a, &Message::system("not counted"), &b]);
+        assert_eq!(chains.len(), 3);
+        assert_eq!(chains[2], Chain::default().then(&a).then(&b));
+        // The key is the same in every process and every build: proxies sharing a store compare them.
+        assert_eq!(Chain::default().key(), "00000000000000000000000000000000");
+        assert_eq!(chains[1].key().len(), 32);
+        assert_ne!(chains[1], Chain::prefixes([&b])[1]);
+        let with_system = [Message::system("s"), a.clone(), b.clone(), Message::user("next")];
+        assert_eq!(position_after(&with_system, 2), 3);
+        assert_eq!(position_after(&with_system, 0), 0);
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub use agent::{AgentSettings, Models, SessionAgent, TokenStatus};
 pub use compaction::CompactionReport;
 pub use error::{AgentError, Result};
 pub use events::{AgentEvent, CompactionReason, EventSender};
-pub use exchange::{Exchange, Reply, SessionIndex};
+pub use exchange::{Claim, Exchange, Reply};
 pub use shown::SUMMARY_PREFIX;
 pub use state::{FileOp, SessionState};
 pub use tool::{Tool, ToolOutput, Tools};

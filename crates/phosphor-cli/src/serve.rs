@@ -1,10 +1,11 @@
 //! `phosphor serve`: an OpenAI-compatible proxy in front of the session model that compacts every
 //! client's conversation as the agent does (`SessionAgent::respond`). Clients resend their whole
-//! history; the proxy recognises the session it continues (`SessionIndex`), stores what is new and
+//! history; the proxy recognises the session it continues (`SessionAgent::claim`, by the heads kept
+//! in the store, so several proxies on one Postgres share sessions), stores what is new and
 //! forwards the summary plus the rest. The client runs its own tools.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
@@ -14,11 +15,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use phosphor_agent::exchange::{Chain, Found, counts};
-use phosphor_agent::{AgentError, AgentEvent, Exchange, Reply, SessionAgent, SessionIndex};
-use phosphor_core::{FinishReason, Message, Part, Role, Session, ToolSpec, Usage};
+use phosphor_agent::{AgentError, AgentEvent, Exchange, Reply, SessionAgent};
+use phosphor_core::{FinishReason, Message, Part, Role, ToolSpec, Usage};
 use phosphor_prompt::Profiles;
-use phosphor_store::SessionStore;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 
@@ -26,7 +25,7 @@ use crate::cli::ServeArgs;
 use crate::models::{self, Purpose};
 use crate::{Globals, config_check, sessions, warn};
 
-/// The header that names a client's session (its namespace, see `SessionIndex`).
+/// The header that names a client's session (its namespace, see `SessionAgent::claim`).
 pub const SESSION_HEADER: &str = "x-phosphor-session";
 /// The longest session name a client may give.
 const MAX_SESSION_NAME: usize = 128;
@@ -34,8 +33,6 @@ const MAX_SESSION_NAME: usize = 128;
 /// What every request handler shares.
 struct Shared {
     agent: SessionAgent,
-    store: Arc<dyn SessionStore>,
-    index: Mutex<SessionIndex>,
     api_key: Option<String>,
     permits: Arc<Semaphore>,
     model: String,
@@ -70,12 +67,9 @@ pub async fn serve(globals: &Globals, args: ServeArgs) -> Result<()> {
     let store = opened.shared();
     let agent = SessionAgent::new(store.clone(), models, loaded.config.options.clone())
         .with_profiles(Profiles::discover(&globals.workspace));
-    let index = build_index(store.as_ref()).await?;
-    let indexed = index.len();
+    let recorded = agent.record_missing_heads().await?;
     let shared = Arc::new(Shared {
         agent,
-        store,
-        index: Mutex::new(index),
         api_key,
         permits: Arc::new(Semaphore::new(usize::try_from(args.max_concurrent).unwrap_or(4096))),
         model: model.clone(),
@@ -95,8 +89,9 @@ pub async fn serve(globals: &Globals, args: ServeArgs) -> Result<()> {
     // The first line on stdout is the address (a test or script listening on port 0 reads it).
     crate::print_out(&format!("listening on http://{address}\n"))?;
     eprintln!(
-        "phosphor serve: model {model}, database {}, {indexed} sessions indexed",
-        sessions::describe(&db)
+        "phosphor serve: model {model}, database {}{}",
+        sessions::describe(&db),
+        if recorded > 0 { format!(", {recorded} stored sessions made continuable") } else { String::new() }
     );
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving")?;
     opened.close().await;
@@ -125,16 +120,6 @@ async fn shutdown_signal() {
         () = term => {}
     }
     eprintln!("phosphor serve: stopping; requests in flight finish first");
-}
-
-/// Every stored session's chain, so that clients continue where they were after a restart.
-async fn build_index(store: &dyn SessionStore) -> Result<SessionIndex> {
-    let mut index = SessionIndex::default();
-    for session in store.list_sessions(usize::MAX).await? {
-        let messages = store.messages(&session.id).await?;
-        index.insert(&session.id, &messages);
-    }
-    Ok(index)
 }
 
 /// An error as OpenAI's API shapes it: `{"error": {"message", "type", "param", "code"}}`.
@@ -387,44 +372,6 @@ fn session_name(headers: &HeaderMap) -> Result<String, ApiError> {
     }
 }
 
-/// The session this request continues, claimed, with the messages it does not hold yet; or a new
-/// session (named by the client's header the first time, a branch of it afterwards).
-async fn claim_session(
-    shared: &Shared,
-    name: &str,
-    messages: Vec<Message>,
-) -> Result<(String, Vec<Message>, Chain, usize), ApiError> {
-    let chains = Chain::prefixes(&messages);
-    let found = shared.index.lock().unwrap_or_else(|p| p.into_inner()).claim(name, &chains);
-    if let Some(Found { session_id, held }) = found {
-        // `held` counts the counted messages; every request message counts except system ones.
-        let mut seen = 0;
-        let at = messages
-            .iter()
-            .position(|m| {
-                if seen == held {
-                    return true;
-                }
-                seen += usize::from(counts(m));
-                false
-            })
-            .unwrap_or(messages.len());
-        let new = messages[at..].to_vec();
-        return Ok((session_id, new, chains[held], held));
-    }
-    let taken =
-        !name.is_empty() && shared.store.session(name).await.map_err(|e| agent_error(e.into()))?.is_some();
-    let id =
-        if !name.is_empty() && !taken { name.to_owned() } else { format!("{name}~{}", uuid::Uuid::now_v7()) };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    shared
-        .store
-        .create_session(&Session::new(id.clone(), "", now))
-        .await
-        .map_err(|e| agent_error(e.into()))?;
-    Ok((id, messages, Chain::default(), 0))
-}
-
 async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> Response {
     match chat(shared, headers, body).await {
         Ok(response) => response,
@@ -450,8 +397,9 @@ async fn chat(shared: Arc<Shared>, headers: HeaderMap, body: Body) -> Result<Res
         error.retry_after = Some(1);
         return Err(error);
     };
-    let (session_id, new, head, held) = claim_session(&shared, &name, messages).await?;
-    exchange.messages = new.clone();
+    let claim = shared.agent.claim(&name, messages).await.map_err(agent_error)?;
+    let session_id = claim.session_id.clone();
+    exchange.messages = claim.new.clone();
     let (events, received) = mpsc::unbounded_channel();
     let task = {
         let shared = shared.clone();
@@ -471,7 +419,11 @@ async fn chat(shared: Arc<Shared>, headers: HeaderMap, body: Body) -> Result<Res
                     format!("no answer within {} s (serve --request-timeout)", shared.timeout.as_secs()),
                 )),
             };
-            release(&shared, &session_id, &new, head, held, result.as_ref().ok()).await;
+            if let Err(err) = shared.agent.finish(claim, result.as_ref().ok()).await {
+                warn(format!(
+                    "session {session_id}: where it stands was not recorded ({err}); its clients will branch"
+                ));
+            }
             drop(permit);
             result
         })
@@ -486,36 +438,6 @@ async fn chat(shared: Arc<Shared>, headers: HeaderMap, body: Body) -> Result<Res
     let mut response = axum::Json(completion.whole(&reply)).into_response();
     completion.tag(&mut response);
     Ok(response)
-}
-
-/// Puts the session back in the index: its new head after a reply, or as stored after an error.
-async fn release(
-    shared: &Shared,
-    session_id: &str,
-    new: &[Message],
-    head: Chain,
-    held: usize,
-    reply: Option<&Reply>,
-) {
-    match reply {
-        Some(reply) => {
-            let mut head = head;
-            let mut len = held;
-            for message in new.iter().chain(std::iter::once(&reply.message)).filter(|m| counts(m)) {
-                head = head.then(message);
-                len += 1;
-            }
-            shared.index.lock().unwrap_or_else(|p| p.into_inner()).set(session_id, head, len);
-        }
-        None => match shared.store.messages(session_id).await {
-            Ok(messages) => {
-                shared.index.lock().unwrap_or_else(|p| p.into_inner()).insert(session_id, &messages)
-            }
-            Err(err) => warn(format!(
-                "session {session_id}: not re-indexed after an error ({err}); its clients will branch"
-            )),
-        },
-    }
 }
 
 /// What an answer carries besides its content: id, time, model, session.

@@ -7,6 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use phosphor_core::openai::parse_transcript;
 use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
@@ -1222,4 +1223,151 @@ async fn sessions_live_in_postgres_when_db_is_a_postgres_url() {
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("postgres://nobody:***@127.0.0.1:1/none"), "{}", stderr(&output));
     assert!(!stderr(&output).contains("secret"), "{}", stderr(&output));
+}
+
+/// The messages of a stored session, as `sessions export --jsonl` writes them.
+fn exported(env: &Env, session: &str) -> Vec<Value> {
+    let output = env.command(&["sessions", "export", "--jsonl", session]).output().unwrap();
+    assert_success(&output);
+    stdout(&output).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The text of an exported message.
+fn exported_text(message: &Value) -> String {
+    message["content"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A namespace no other run of the tests uses (the Postgres server is shared by every test).
+fn unique_namespace(what: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{what}-{}-{nanos}", std::process::id())
+}
+
+/// Two `phosphor serve` processes on one Postgres: a client whose requests alternate between them
+/// stays in one session, compacted, with every message stored once.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_serve_processes_on_one_postgres_share_the_session() {
+    let Some(url) = phosphor_core::testing::test_url("PHOSPHOR_TEST_POSTGRES") else { return };
+    let env = Env { db: Some(url), ..Env::new() };
+    let server =
+        MockServer::start((0..40).map(|i| sse_text(&[&format!("answer {i}")], Some((10, 3)))).collect())
+            .await;
+    env.mock_config(&server, 1_500, json!({}));
+    let proxies = [env.serve(&[]), env.serve(&[])];
+    let name = unique_namespace("two-proxies");
+
+    let mut history = Vec::new();
+    for turn in 0..8 {
+        let words: String = (0..80).map(|w| format!("topic{turn}word{w} ")).collect();
+        history.push(json!({"role": "user", "content": format!("request {turn}: {words}")}));
+        let proxy = &proxies[turn % 2];
+        let body = json!({"messages": history, "stream": turn % 4 == 3});
+        let (status, headers, text) = post_chat(&proxy.url, &body, &[("x-phosphor-session", &name)]).await;
+        assert_eq!(status, 200, "turn {turn}: {text}");
+        assert_eq!(headers["x-phosphor-session-id"].to_str().unwrap(), name, "turn {turn} branched");
+        let answer = if turn % 4 == 3 {
+            streamed_text(&text).0
+        } else {
+            serde_json::from_str::<Value>(&text).unwrap()["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        history.push(json!({"role": "assistant", "content": answer}));
+    }
+    let stored = exported(&env, &name);
+    let plain: Vec<&Value> = stored.iter().filter(|m| m["is_summary"] != true).collect();
+    assert_eq!(plain.len(), 16, "every request and answer once: {stored:?}");
+    for (message, sent) in plain.iter().zip(&history) {
+        assert_eq!(exported_text(message), sent["content"].as_str().unwrap());
+    }
+    assert!(stored.iter().any(|m| m["is_summary"] == true), "no compaction");
+    let summaries = server
+        .requests()
+        .iter()
+        .filter(|r| sent(r).iter().any(|(_, text)| text.contains("You are summarizing the conversation")))
+        .count();
+    assert_eq!(
+        summaries,
+        stored.iter().filter(|m| m["is_summary"] == true).count(),
+        "each summary asked for once"
+    );
+}
+
+/// A proxy killed (SIGKILL) while it waits for a summary: the other proxy on the same Postgres
+/// takes the session over at once (the dead one's claim and lock went with its connections),
+/// nothing half-written is shown, and no message is stored twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_proxy_killed_mid_compaction_leaves_the_session_whole_for_the_other() {
+    let Some(url) = phosphor_core::testing::test_url("PHOSPHOR_TEST_POSTGRES") else { return };
+    let env = Env { db: Some(url), ..Env::new() };
+    let answers = (0..40)
+        .map(|i| sse_text(&[&format!("answer {i}")], Some((10, 3))).delayed(Duration::from_millis(300)));
+    let server = MockServer::start(answers.collect()).await;
+    env.mock_config(&server, 1_500, json!({}));
+    let mut doomed = Some(env.serve(&[]));
+    let survivor = env.serve(&[]);
+    let name = unique_namespace("killed");
+    let is_summary =
+        |r: &RecordedRequest| sent(r).iter().any(|(_, text)| text.contains("You are summarizing"));
+
+    let mut history = Vec::new();
+    let mut killed_at = None;
+    for turn in 0..8 {
+        let words: String = (0..80).map(|w| format!("topic{turn}word{w} ")).collect();
+        history.push(json!({"role": "user", "content": format!("request {turn}: {words}")}));
+        let body = json!({"messages": history});
+        let answer = loop {
+            let url = doomed.as_ref().map_or(survivor.url.clone(), |d| d.url.clone());
+            let header = name.clone();
+            let body = body.to_string();
+            let request = tokio::spawn(async move {
+                let response = reqwest::Client::new()
+                    .post(format!("{url}/v1/chat/completions"))
+                    .header("x-phosphor-session", header)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await;
+                match response {
+                    Ok(response) => Some((response.status().as_u16(), response.text().await.ok()?)),
+                    Err(_) => None,
+                }
+            });
+            let summaries_before = server.requests().iter().filter(|r| is_summary(r)).count();
+            // Kill the first proxy as soon as its first summary request reaches the model.
+            while doomed.is_some() && !request.is_finished() {
+                if server.requests().iter().filter(|r| is_summary(r)).count() > summaries_before {
+                    drop(doomed.take());
+                    killed_at = Some(turn);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            match request.await.unwrap() {
+                Some((200, text)) => {
+                    let value: Value = serde_json::from_str(&text).unwrap();
+                    break value["choices"][0]["message"]["content"].as_str().unwrap().to_owned();
+                }
+                // The killed proxy's request: the client sends it again, to the other proxy.
+                other => assert!(killed_at == Some(turn), "turn {turn}: {other:?}"),
+            }
+        };
+        history.push(json!({"role": "assistant", "content": answer}));
+    }
+    let killed_at = killed_at.expect("no compaction happened while the first proxy served");
+    assert!(killed_at < 7, "killed at the last turn: nothing left to check");
+
+    let stored = exported(&env, &name);
+    let plain: Vec<&Value> = stored.iter().filter(|m| m["is_summary"] != true).collect();
+    assert_eq!(plain.len(), 16, "every request and answer once, in order: {stored:?}");
+    for (message, sent) in plain.iter().zip(&history) {
+        assert_eq!(exported_text(message), sent["content"].as_str().unwrap());
+    }
+    // The summary the killed proxy was writing is marked cancelled, never shown; a later one is.
+    let output = env.command(&["sessions", "show", "--full", &name]).output().unwrap();
+    assert_success(&output);
+    let full = stdout(&output);
+    assert!(full.contains("compacted"), "{full}");
+    assert!(full.contains("cancelled"), "{full}");
+    assert!(!full.contains("streaming"), "{full}");
 }

@@ -60,6 +60,7 @@
 //! the same rules (one module owns them) and pass the same conformance tests.
 
 pub mod error;
+mod lease;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod rules;
@@ -69,6 +70,7 @@ use async_trait::async_trait;
 use phosphor_core::message::{Message, Session};
 
 pub use error::{DriverError, Result, StoreError};
+pub use lease::Lease;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgStore, redacted_url};
 pub use sqlite::SqliteStore;
@@ -148,4 +150,50 @@ pub trait SessionStore: Send + Sync {
     /// with status `Complete` ([`StoreError::Invalid`] otherwise). Either both rows change or
     /// neither does, so the pointer never names an unfinished summary.
     async fn complete_summary(&self, session: &Session, summary: &Message) -> Result<()>;
+
+    /// Whether other processes may write this store while this one uses it (a Postgres server
+    /// shared by several machines). A caller that caches a session must then reload it after
+    /// taking the session's [`lock_session`](SessionStore::lock_session).
+    fn is_shared(&self) -> bool;
+
+    /// Serialises work on a session across every process sharing the store: waits until no other
+    /// holder has the session's lock and takes it. Held across a whole turn or compaction;
+    /// released by [`Lease::release`] or on drop, and by the server when the holder's process dies.
+    /// A store only one process opens (SQLite) returns [`Lease::none`]: the process's own queue
+    /// already serialises.
+    async fn lock_session(&self, session_id: &str) -> Result<Lease>;
+
+    /// Takes the claim named `key` when no request holds it, in this process or any other sharing
+    /// the store; `None` when one does. Claims are independent of
+    /// [`lock_session`](SessionStore::lock_session)'s locks.
+    async fn try_claim(&self, key: &str) -> Result<Option<Lease>>;
+
+    /// Records where a session stands for a client-side index: an opaque `head` key over `len`
+    /// messages, in `namespace` (see [`Head`]). Replaces what was recorded for the session. The
+    /// session must exist ([`StoreError::NotFound`]).
+    async fn set_head(&self, head: &Head) -> Result<()>;
+
+    /// The recorded heads of `namespace` that are among `heads`, longest (`len`) first.
+    async fn find_heads(&self, namespace: &str, heads: &[String]) -> Result<Vec<Head>>;
+
+    /// The recorded head of a session, if any.
+    async fn head(&self, session_id: &str) -> Result<Option<Head>>;
+}
+
+/// Where a session stands for a client that resends its whole history (`phosphor serve`): the
+/// session, the namespace the client named, an opaque key of the session's messages, how many
+/// messages that key covers, and how many messages the session held when it was recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The session.
+    pub session_id: String,
+    /// The client's namespace (empty when it named none).
+    pub namespace: String,
+    /// The key of the session's messages (the caller's; the store only compares it).
+    pub head: String,
+    /// How many messages the key covers.
+    pub len: u64,
+    /// How many messages the session held ([`SessionStore::count_messages`]) when the head was
+    /// recorded: a session that holds more was written by a process that died before recording.
+    pub stored: u64,
 }

@@ -8,19 +8,36 @@
 use async_trait::async_trait;
 use phosphor_core::message::{Message, Session};
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, Postgres};
 
-use crate::SessionStore;
 use crate::error::{Result, StoreError};
+use crate::lease::Release;
 use crate::rules::{
     self, MessageRow, SessionRow, is_constraint, message_from_row, not_found, session_from_row,
 };
+use crate::{Head, Lease, SessionStore};
 
 /// The schema migrations on Postgres, in order (`migrations-pg/`).
-const MIGRATIONS: &[(&str, &str)] = &[("0001_init.sql", include_str!("../migrations-pg/0001_init.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_init.sql", include_str!("../migrations-pg/0001_init.sql")),
+    ("0002_session_heads.sql", include_str!("../migrations-pg/0002_session_heads.sql")),
+];
 
-/// Connections of the pool.
+/// Connections of the pool that runs the queries.
 const POOL_CONNECTIONS: u32 = 8;
+
+/// Connections of the pool that holds leases: a lease keeps its connection until it is released,
+/// and a request in flight holds up to two (its claim and its session lock). Kept apart from the
+/// query pool so that leases can never leave the queries without a connection.
+const LEASE_CONNECTIONS: u32 = 64;
+
+/// The first key of the advisory locks that serialise work on a session (`pg_advisory_lock(class,
+/// hashtext(session id))`); claims use [`CLAIM_CLASS`]. Two ids with the same hash share a lock,
+/// which costs some waiting and nothing else.
+const LOCK_CLASS: i32 = 0x5048_0001;
+/// The first key of claims' advisory locks.
+const CLAIM_CLASS: i32 = 0x5048_0002;
 
 /// The columns of a message row, in the order of the `INSERT`.
 macro_rules! message_columns {
@@ -64,6 +81,7 @@ const HISTORY_SQL: &str = concat!(
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    leases: PgPool,
 }
 
 impl PgStore {
@@ -82,19 +100,53 @@ impl PgStore {
         sqlx::Connection::close(first).await.ok();
         let pool = PgPoolOptions::new()
             .max_connections(POOL_CONNECTIONS)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(|e| StoreError::database(format_args!("connecting to {}", redacted_url(url)), e))?;
+        let leases = PgPoolOptions::new()
+            .max_connections(LEASE_CONNECTIONS)
+            .min_connections(0)
+            .connect_lazy_with(options);
         Migrator::with_migrations(rules::migrations(MIGRATIONS))
             .run(&pool)
             .await
             .map_err(StoreError::migration)?;
-        Ok(PgStore { pool })
+        Ok(PgStore { pool, leases })
     }
 
     /// Waits for running calls to finish and closes every connection.
     pub async fn close(self) {
+        self.leases.close().await;
         self.pool.close().await;
+    }
+
+    /// Takes the advisory lock `(class, hashtext(key))` on a connection of its own, waiting for it
+    /// (`wait`) or not; `None` when it is held and `wait` is false.
+    async fn advisory(&self, class: i32, key: &str, wait: bool) -> Result<Option<Lease>> {
+        let what = || format!("{} {key}", if class == CLAIM_CLASS { "claiming" } else { "locking session" });
+        let conn = self.leases.acquire().await.map_err(|e| StoreError::database(what(), e))?;
+        // From here the connection is the lease's: if this future is dropped while it waits, the
+        // lease's drop closes the connection, so a lock granted after the caller left is freed.
+        let mut lease = PgLease { conn: Some(conn), class, key: key.to_owned() };
+        let Some(conn) = lease.conn.as_mut() else { return Ok(None) };
+        let sql = if wait {
+            "SELECT true FROM (SELECT pg_advisory_lock($1, hashtext($2))) AS taken"
+        } else {
+            "SELECT pg_try_advisory_lock($1, hashtext($2))"
+        };
+        let taken: bool = sqlx::query_scalar(sql)
+            .bind(class)
+            .bind(key)
+            .fetch_one(&mut **conn)
+            .await
+            .map_err(|e| StoreError::database(what(), e))?;
+        if taken {
+            Ok(Some(Lease::new(lease)))
+        } else {
+            // Not taken: the connection holds nothing and goes back to the pool.
+            lease.conn.take();
+            Ok(None)
+        }
     }
 
     async fn require_session(&self, id: &str) -> Result<()> {
@@ -299,6 +351,98 @@ impl SessionStore for PgStore {
             .await
             .map_err(|e| StoreError::database(format_args!("committing summary {}", summary.id), e))
     }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    async fn lock_session(&self, session_id: &str) -> Result<Lease> {
+        Ok(self.advisory(LOCK_CLASS, session_id, true).await?.unwrap_or_else(Lease::none))
+    }
+
+    async fn try_claim(&self, key: &str) -> Result<Option<Lease>> {
+        self.advisory(CLAIM_CLASS, key, false).await
+    }
+
+    async fn set_head(&self, head: &Head) -> Result<()> {
+        let len = i64::try_from(head.len).unwrap_or(i64::MAX);
+        let result = sqlx::query(
+            "INSERT INTO session_heads (session_id, namespace, head, len, stored) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (session_id) DO UPDATE SET namespace = $2, head = $3, len = $4, stored = $5",
+        )
+        .bind(&head.session_id)
+        .bind(&head.namespace)
+        .bind(&head.head)
+        .bind(len)
+        .bind(i64::try_from(head.stored).unwrap_or(i64::MAX))
+        .execute(&self.pool)
+        .await;
+        match result {
+            Err(e) if is_constraint(&e, sqlx::error::ErrorKind::ForeignKeyViolation) => {
+                Err(not_found("session", &head.session_id))
+            }
+            result => result.map(drop).map_err(|e| {
+                StoreError::database(format_args!("recording the head of session {}", head.session_id), e)
+            }),
+        }
+    }
+
+    async fn find_heads(&self, namespace: &str, heads: &[String]) -> Result<Vec<Head>> {
+        let rows = sqlx::query(
+            "SELECT session_id, namespace, head, len, stored FROM session_heads \
+             WHERE namespace = $1 AND head = ANY($2) ORDER BY len DESC, session_id",
+        )
+        .bind(namespace)
+        .bind(heads)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| StoreError::database(format_args!("looking up heads in namespace {namespace:?}"), e))?;
+        rows.iter().map(rules::head_from_row).collect()
+    }
+
+    async fn head(&self, session_id: &str) -> Result<Option<Head>> {
+        let row = sqlx::query(
+            "SELECT session_id, namespace, head, len, stored FROM session_heads WHERE session_id = $1",
+        )
+        .bind(session_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| StoreError::database(format_args!("reading the head of session {session_id}"), e))?;
+        row.as_ref().map(rules::head_from_row).transpose()
+    }
+}
+
+/// An advisory lock and the connection that holds it.
+struct PgLease {
+    conn: Option<PoolConnection<Postgres>>,
+    class: i32,
+    key: String,
+}
+
+impl Drop for PgLease {
+    fn drop(&mut self) {
+        // Dropped unreleased (a panic, a cancelled task): closing the connection is the one way to
+        // free its locks without waiting, and the server does it as soon as the socket closes.
+        if let Some(conn) = self.conn.take() {
+            drop(conn.detach());
+        }
+    }
+}
+
+#[async_trait]
+impl Release for PgLease {
+    async fn release(mut self: Box<Self>) {
+        let Some(mut conn) = self.conn.take() else { return };
+        let unlocked = sqlx::query("SELECT pg_advisory_unlock($1, hashtext($2))")
+            .bind(self.class)
+            .bind(&self.key)
+            .execute(&mut *conn)
+            .await;
+        if unlocked.is_err() {
+            // The lock may still be held: the connection must not go back to the pool.
+            drop(conn.detach());
+        }
+    }
 }
 
 /// Checks the update rule on the stored message, locked until the transaction ends, and writes the
@@ -391,6 +535,6 @@ mod tests {
     #[test]
     fn migration_file_names_parse() {
         let versions: Vec<i64> = rules::migrations(MIGRATIONS).iter().map(|m| m.version).collect();
-        assert_eq!(versions, vec![1]);
+        assert_eq!(versions, vec![1, 2]);
     }
 }

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use sqlx::migrate::{Migration, MigrationType};
 use sqlx::{ColumnIndex, Decode, Row, SqlSafeStr, Type};
 
+use crate::Head;
 use crate::error::{Result, StoreError};
 
 pub(crate) fn check_id(id: &str, field: &'static str) -> Result<()> {
@@ -262,6 +263,27 @@ where
 }
 
 impl<R: Row> StoreRow for R where for<'a> &'a str: ColumnIndex<R> {}
+
+/// A [`Head`] from a `session_heads` row.
+pub(crate) fn head_from_row<R>(row: &R) -> Result<Head>
+where
+    R: StoreRow,
+    for<'a> &'a str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let session_id: String = row.field("?", "session_id")?;
+    let len: i64 = row.field(&session_id, "len")?;
+    let stored: i64 = row.field(&session_id, "stored")?;
+    Ok(Head {
+        stored: u64::try_from(stored)
+            .map_err(|_| corrupt(&session_id, "stored", format!("negative count {stored}")))?,
+        namespace: row.field(&session_id, "namespace")?,
+        head: row.field(&session_id, "head")?,
+        len: u64::try_from(len).map_err(|_| corrupt(&session_id, "len", format!("negative length {len}")))?,
+        session_id,
+    })
+}
 
 pub(crate) fn session_from_row<R>(row: &R) -> Result<Session>
 where

@@ -11,11 +11,12 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 
-use crate::SessionStore;
 use crate::error::{Result, StoreError};
+use crate::lease::LocalClaims;
 use crate::rules::{
     self, MessageRow, SessionRow, is_constraint, message_from_row, not_found, session_from_row,
 };
+use crate::{Head, Lease, SessionStore};
 
 /// The schema migrations, in order: `(file name, SQL)`. The version and description are read
 /// from the file name the way `sqlx migrate` reads them (`0001_init.sql` is version 1, `init`),
@@ -24,6 +25,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_init.sql", include_str!("../migrations/0001_init.sql")),
     ("0002_pinned_message.sql", include_str!("../migrations/0002_pinned_message.sql")),
     ("0003_masked_until.sql", include_str!("../migrations/0003_masked_until.sql")),
+    ("0004_session_heads.sql", include_str!("../migrations/0004_session_heads.sql")),
 ];
 
 /// How long a connection waits for another writer's lock before failing with `database is locked`.
@@ -88,6 +90,8 @@ const COUNT_SQL: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1";
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Claims of requests in flight: a SQLite database is one process's, so claims live in it.
+    claims: LocalClaims,
 }
 
 impl SqliteStore {
@@ -170,7 +174,7 @@ impl SqliteStore {
             .map_err(|e| StoreError::database("locking the database to migrate it", e))?;
         migrator.run(&mut *tx).await.map_err(StoreError::migration)?;
         tx.commit().await.map_err(|e| StoreError::database("committing the schema migrations", e))?;
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore { pool, claims: LocalClaims::default() })
     }
 
     /// Whether a session with this id exists.
@@ -353,6 +357,66 @@ impl SessionStore for SqliteStore {
             .await
             .map_err(|e| StoreError::database(format_args!("committing summary {}", summary.id), e))
     }
+
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    async fn lock_session(&self, _session_id: &str) -> Result<Lease> {
+        Ok(Lease::none())
+    }
+
+    async fn try_claim(&self, key: &str) -> Result<Option<Lease>> {
+        Ok(self.claims.try_claim(key))
+    }
+
+    async fn set_head(&self, head: &Head) -> Result<()> {
+        let len = i64::try_from(head.len).unwrap_or(i64::MAX);
+        let result = sqlx::query(
+            "INSERT INTO session_heads (session_id, namespace, head, len, stored) VALUES (?1, ?2, ?3, ?4, ?5) \
+             ON CONFLICT (session_id) DO UPDATE SET namespace = ?2, head = ?3, len = ?4, stored = ?5",
+        )
+        .bind(&head.session_id)
+        .bind(&head.namespace)
+        .bind(&head.head)
+        .bind(len)
+        .bind(i64::try_from(head.stored).unwrap_or(i64::MAX))
+        .execute(&self.pool)
+        .await;
+        match result {
+            Err(e) if is_constraint(&e, sqlx::error::ErrorKind::ForeignKeyViolation) => {
+                Err(not_found("session", &head.session_id))
+            }
+            result => result.map(drop).map_err(|e| {
+                StoreError::database(format_args!("recording the head of session {}", head.session_id), e)
+            }),
+        }
+    }
+
+    async fn find_heads(&self, namespace: &str, heads: &[String]) -> Result<Vec<Head>> {
+        let keys = serde_json::Value::from(heads.to_vec()).to_string();
+        let rows = sqlx::query(
+            "SELECT session_id, namespace, head, len, stored FROM session_heads \
+             WHERE namespace = ?1 AND head IN (SELECT value FROM json_each(?2)) ORDER BY len DESC, session_id",
+        )
+            .bind(namespace)
+            .bind(keys)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| StoreError::database(format_args!("looking up heads in namespace {namespace:?}"), e))?;
+        rows.iter().map(rules::head_from_row).collect()
+    }
+
+    async fn head(&self, session_id: &str) -> Result<Option<Head>> {
+        let row = sqlx::query(
+            "SELECT session_id, namespace, head, len, stored FROM session_heads WHERE session_id = ?1",
+        )
+        .bind(session_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| StoreError::database(format_args!("reading the head of session {session_id}"), e))?;
+        row.as_ref().map(rules::head_from_row).transpose()
+    }
 }
 
 /// Checks the update rule of [`SessionStore::update_message`] and writes the changeable fields.
@@ -470,7 +534,12 @@ mod tests {
             rules::migrations(MIGRATIONS).iter().map(|m| (m.version, m.description.to_string())).collect();
         assert_eq!(
             versions,
-            vec![(1, "init".to_owned()), (2, "pinned message".to_owned()), (3, "masked until".to_owned())]
+            vec![
+                (1, "init".to_owned()),
+                (2, "pinned message".to_owned()),
+                (3, "masked until".to_owned()),
+                (4, "session heads".to_owned())
+            ]
         );
         for (index, (file, _)) in MIGRATIONS.iter().enumerate() {
             let version: i64 = file.split('_').next().and_then(|v| v.parse().ok()).expect(file);

@@ -10,7 +10,7 @@ use anyhow::Context;
 use phosphor_core::message::{
     FinishReason, Message, MessageStatus, Part, Role, Session, ToolCall, ToolResult, Usage, history_view,
 };
-use phosphor_store::{SessionStore, SqliteStore, StoreError};
+use phosphor_store::{Head, SessionStore, SqliteStore, StoreError};
 use pretty_assertions::assert_eq;
 use sqlx::Connection;
 use std::sync::Arc;
@@ -28,8 +28,17 @@ enum Backend {
 
 impl Backend {
     async fn store(&self) -> anyhow::Result<Store> {
+        Ok(self.stores().await?.0)
+    }
+
+    /// Two handles on one new database, as two processes sharing it hold them: two pools on
+    /// Postgres; on SQLite, which one process owns, two clones of the store.
+    async fn stores(&self) -> anyhow::Result<(Store, Store)> {
         match self {
-            Backend::Sqlite => Ok(Arc::new(SqliteStore::in_memory().await?)),
+            Backend::Sqlite => {
+                let store: Store = Arc::new(SqliteStore::in_memory().await?);
+                Ok((store.clone(), store))
+            }
             #[cfg(feature = "postgres")]
             Backend::Postgres(url) => {
                 use std::sync::atomic::{AtomicU32, Ordering};
@@ -43,7 +52,10 @@ impl Backend {
                     .await?;
                 admin.close().await?;
                 let (base, _) = url.rsplit_once('/').context("the URL names no database")?;
-                Ok(Arc::new(phosphor_store::PgStore::connect(&format!("{base}/{name}")).await?))
+                let url = format!("{base}/{name}");
+                let first: Store = Arc::new(phosphor_store::PgStore::connect(&url).await?);
+                let second: Store = Arc::new(phosphor_store::PgStore::connect(&url).await?);
+                Ok((first, second))
             }
             #[cfg(not(feature = "postgres"))]
             Backend::Postgres(_) => anyhow::bail!("phosphor-store was built without its `postgres` feature"),
@@ -92,7 +104,93 @@ conformance!(
     a_thousand_messages_keep_their_order,
     sessions_are_listed_most_recently_updated_first,
     concurrent_appends_keep_every_message,
+    heads_are_found_longest_first_within_their_namespace,
+    claims_exclude_each_other_across_processes_and_free_on_drop,
+    session_locks_serialise_the_processes_sharing_a_store,
 );
+
+fn head(session_id: &str, namespace: &str, key: &str, len: u64) -> Head {
+    Head {
+        session_id: session_id.into(),
+        namespace: namespace.into(),
+        head: key.into(),
+        len,
+        stored: len + 1,
+    }
+}
+
+async fn heads_are_found_longest_first_within_their_namespace(backend: &Backend) {
+    let (store, other) = backend.stores().await.unwrap();
+    for id in ["a", "b", "c"] {
+        store.create_session(&Session::new(id, "", 1)).await.unwrap();
+    }
+    store.set_head(&head("a", "x", "h1", 1)).await.unwrap();
+    store.set_head(&head("b", "x", "h2", 2)).await.unwrap();
+    store.set_head(&head("c", "y", "h2", 2)).await.unwrap();
+    let keys = |list: &[&str]| list.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>();
+    // What one process records, another finds.
+    assert_eq!(
+        other.find_heads("x", &keys(&["h1", "h2", "h9"])).await.unwrap(),
+        vec![head("b", "x", "h2", 2), head("a", "x", "h1", 1)]
+    );
+    assert_eq!(other.find_heads("z", &keys(&["h1", "h2"])).await.unwrap(), vec![]);
+    assert_eq!(other.find_heads("x", &[]).await.unwrap(), vec![]);
+    // A session has one head: recording it again replaces it.
+    store.set_head(&head("a", "x", "h3", 3)).await.unwrap();
+    assert_eq!(other.find_heads("x", &keys(&["h1"])).await.unwrap(), vec![]);
+    assert_eq!(other.head("a").await.unwrap(), Some(head("a", "x", "h3", 3)));
+    assert_eq!(other.head("nope").await.unwrap(), None);
+    assert!(matches!(
+        store.set_head(&head("ghost", "x", "h", 1)).await,
+        Err(StoreError::NotFound { what: "session", .. })
+    ));
+}
+
+async fn claims_exclude_each_other_across_processes_and_free_on_drop(backend: &Backend) {
+    let (first, second) = backend.stores().await.unwrap();
+    let claim = first.try_claim("s").await.unwrap().expect("a free claim is taken");
+    assert!(second.try_claim("s").await.unwrap().is_none(), "held by another process");
+    assert!(first.try_claim("s").await.unwrap().is_none(), "held by another request of this process");
+    let unrelated = second.try_claim("t").await.unwrap().expect("claims are per key");
+    claim.release().await;
+    let again = second.try_claim("s").await.unwrap().expect("released: free again");
+    // A holder that goes away without releasing (a panic, a killed task) frees its claim too.
+    drop(again);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(claim) = first.try_claim("s").await.unwrap() {
+            claim.release().await;
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "a dropped claim is still held after 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    unrelated.release().await;
+}
+
+async fn session_locks_serialise_the_processes_sharing_a_store(backend: &Backend) {
+    let (first, second) = backend.stores().await.unwrap();
+    assert_eq!(first.is_shared(), matches!(backend, Backend::Postgres(_)));
+    let lock = first.lock_session("s").await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let lock = second.lock_session("s").await.unwrap();
+        lock.release().await;
+        std::time::Instant::now()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let released = std::time::Instant::now();
+    lock.release().await;
+    let taken = waiter.await.unwrap();
+    if first.is_shared() {
+        // Another process waited for the lock until it was released.
+        assert!(taken >= released, "the second process took the lock while the first held it");
+    }
+    // Other sessions are never blocked.
+    let a = first.lock_session("a").await.unwrap();
+    let b = first.lock_session("b").await.unwrap();
+    a.release().await;
+    b.release().await;
+}
 
 fn msg(id: &str, session: &str, role: Role, text: &str, at: i64) -> Message {
     Message {
@@ -597,7 +695,7 @@ async fn a_file_database_survives_reopening() {
         .fetch_all(&mut conn)
         .await
         .unwrap();
-    assert_eq!(versions, vec![1, 2, 3]);
+    assert_eq!(versions, vec![1, 2, 3, 4]);
     conn.close().await.unwrap();
 }
 
