@@ -222,7 +222,16 @@ fn ci() -> Result<()> {
     // Every crate packages (manifest, file list, dependencies resolvable with the workspace's own
     // crates); those without an inference engine also build from their package, which is what catches a
     // file read from outside the crate. Nothing is published.
-    let unpublished = ["--exclude", "xtask", "--exclude", "phosphor-testkit", "--exclude", "phosphor-tests"];
+    let unpublished = [
+        "--exclude",
+        "xtask",
+        "--exclude",
+        "phosphor-testkit",
+        "--exclude",
+        "phosphor-tests",
+        "--exclude",
+        "phosphor-benches",
+    ];
     let package = ["package", "--workspace", "--locked", "--allow-dirty", "--no-verify"];
     run("cargo", &[&package[..], &unpublished[..]].concat(), &[])?;
     let mut verified = vec!["package", "--locked", "--allow-dirty"];
@@ -456,7 +465,10 @@ fn bench(filter: &[String]) -> Result<()> {
         args.push("--");
         args.push(f);
     }
-    run("cargo", &args, &[("PHOSPHOR_TEST_MODEL", &model)])?;
+    // The serve load bench runs two proxies on a Postgres server of its own.
+    let postgres = TestPostgres::start()?;
+    run("cargo", &args, &[("PHOSPHOR_TEST_MODEL", &model), (TEST_POSTGRES, postgres.url.as_str())])?;
+    drop(postgres);
     print_criterion_table(&target_dir().join("criterion"))
 }
 

@@ -370,7 +370,7 @@ pub fn counts(message: &Message) -> bool {
     message.status.is_complete() && !message.is_summary && message.role != Role::System
 }
 
-/// What identifies a message across a client's round trip (see [`SessionIndex`]).
+/// What identifies a message across a client's round trip (see [`SessionAgent::claim`]).
 pub fn fingerprint(message: &Message) -> String {
     let mut print = format!("{:?}", message.role);
     for part in &message.parts {
