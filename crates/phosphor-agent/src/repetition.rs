@@ -2,6 +2,11 @@
 //! (`1.0.0:1.0.0:1.0.0:...`, the same bullet again and again) and would run to the output limit.
 //! The guard watches the end of the streamed text for a unit that repeats; the compaction then
 //! stops the stream and keeps the text up to the first occurrence of the unit.
+//!
+//! Some models loop *nearly*: the same tool-call line again and again with `call_15`, `call_16`,
+//! ... counting up (Gemma 3 270M does). Units that differ only in their digits count as repeats
+//! too, with a higher bar (more repeats over more bytes), since a real table of figures also
+//! repeats everything but its digits for a few rows.
 
 /// The longest repeating unit looked for, in bytes (a few lines of text).
 const MAX_PERIOD: usize = 512;
@@ -10,6 +15,9 @@ const MAX_PERIOD: usize = 512;
 const MIN_LOOP_BYTES: usize = 256;
 /// And the unit must occur at least this many times.
 const MIN_REPEATS: usize = 3;
+/// The bar for units that repeat with different digits: repeats, and bytes they cover.
+const MIN_NEAR_REPEATS: usize = 6;
+const MIN_NEAR_LOOP_BYTES: usize = 512;
 
 /// A loop at the end of a text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,20 +34,40 @@ pub(crate) struct Loop {
 /// repeats at least [`MIN_REPEATS`] times over at least [`MIN_LOOP_BYTES`] bytes at its end. The
 /// unit is taken where the repeats begin, so it may be a rotation of what the model meant to repeat
 /// (`" loop"` for `"loop "` after a space).
+///
+/// Failing that, the same with digits compared as equal, for at least [`MIN_NEAR_REPEATS`] repeats
+/// over [`MIN_NEAR_LOOP_BYTES`] bytes.
 pub(crate) fn find_loop(text: &str) -> Option<Loop> {
+    find_loop_by(text, |a, b| a == b, MIN_REPEATS, MIN_LOOP_BYTES).or_else(|| {
+        find_loop_by(
+            text,
+            |a, b| a == b || (a.is_ascii_digit() && b.is_ascii_digit()),
+            MIN_NEAR_REPEATS,
+            MIN_NEAR_LOOP_BYTES,
+        )
+    })
+}
+
+/// [`find_loop`] with bytes compared by `same`, and its bar.
+fn find_loop_by(
+    text: &str,
+    same: impl Fn(u8, u8) -> bool,
+    min_repeats: usize,
+    min_bytes: usize,
+) -> Option<Loop> {
     let bytes = text.as_bytes();
     let len = bytes.len();
-    if len < MIN_LOOP_BYTES {
+    if len < min_bytes {
         return None;
     }
-    for period in 1..=MAX_PERIOD.min(len / MIN_REPEATS) {
+    for period in 1..=MAX_PERIOD.min(len / min_repeats) {
         // How far back from the end every byte equals the byte one period earlier.
         let mut run = 0;
-        while run + period < len && bytes[len - 1 - run] == bytes[len - 1 - run - period] {
+        while run + period < len && same(bytes[len - 1 - run], bytes[len - 1 - run - period]) {
             run += 1;
         }
         let region = run + period;
-        if region >= MIN_LOOP_BYTES && region / period >= MIN_REPEATS {
+        if region >= min_bytes && region / period >= min_repeats {
             let mut keep = len - run;
             while !text.is_char_boundary(keep) {
                 keep -= 1;
@@ -95,6 +123,26 @@ mod tests {
         let found = find_loop(cut).expect("a loop");
         assert!(cut.is_char_boundary(found.keep));
         assert!(cut[..found.keep].ends_with("données → résultat ; ") || found.keep < cut.len());
+    }
+
+    #[test]
+    fn a_loop_that_counts_up_is_found_with_a_higher_bar() {
+        let line = |n: usize| format!("- Called read_file (call_{n}) on src/lib.rs\n");
+        let near: String = (10..40).map(line).collect();
+        let text = format!("## Progress\n{near}");
+        let found = find_loop(&text).expect("a near loop");
+        assert_eq!(found.period, line(10).len());
+        assert!(
+            text[..found.keep].starts_with("## Progress\n- Called read_file (call_10)"),
+            "{}",
+            &text[..found.keep]
+        );
+        assert!(text[..found.keep].len() <= "## Progress\n".len() + line(10).len());
+        // Five rows of a table of figures, 500 bytes: under the bar.
+        let row = |n: usize| format!("| bench_{n} | {n}{n}.{n} ms | {n}.{n}x | ok |{}\n", " ".repeat(60));
+        let table: String = (1..6).map(row).collect();
+        assert!(table.len() < MIN_NEAR_LOOP_BYTES);
+        assert_eq!(find_loop(&format!("## Figures\n{table}")), None);
     }
 
     #[test]
