@@ -1,5 +1,5 @@
-//! The llama.cpp engine: a `LlamaModel` per file and device; each answer gets a fresh context on a blocking
-//! thread, and its tokens stream back over a channel.
+//! The llama.cpp engine: a `LlamaModel` per file and device; each answer gets a fresh context on the
+//! model's own thread, and its tokens stream back over a channel.
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -98,7 +98,12 @@ pub(crate) struct LlamaEngine {
     on_gpu: bool,
     /// llama.cpp contexts of one model must not be created concurrently: answers take turns.
     turn: Mutex<()>,
+    /// The model's own thread, which runs every answer (started by the first; see [`LlamaEngine::run`]).
+    thread: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
 }
+
+/// An answer to run on a model's thread.
+type Job = Box<dyn FnOnce() + Send>;
 
 /// Loads a GGUF file with llama.cpp. Blocks while it reads the weights.
 pub(crate) fn start(
@@ -151,6 +156,7 @@ pub(crate) fn start(
         threads,
         on_gpu: !force_cpu,
         turn: Mutex::new(()),
+        thread: Mutex::new(None),
     })
 }
 
@@ -194,7 +200,7 @@ fn renders(model: &LlamaModel, template: &LlamaChatTemplate) -> bool {
         .is_some_and(|message| model.apply_chat_template(template, &[message], true).is_ok())
 }
 
-/// Streams one answer of at most `max_tokens` tokens. Generation runs on a blocking thread and stops when the
+/// Streams one answer of at most `max_tokens` tokens. Generation runs on the model's own thread and stops when the
 /// stream is dropped (between two tokens, or between two prompt batches).
 pub(crate) fn stream(
     engine: Arc<LlamaEngine>,
@@ -208,14 +214,15 @@ pub(crate) fn stream(
     let start = async move {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let busy = Busy::start();
-        tokio::task::spawn_blocking(move || {
+        let runner = engine.clone();
+        runner.run(Box::new(move || {
             let _busy = busy;
             let _entered = span.enter();
             if let Err(error) = engine.generate(&request, max_tokens, &model, &tx) {
                 // The reader may be gone already; then nobody needs the error.
                 let _ = tx.blocking_send(Err(error));
             }
-        });
+        }));
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
     };
     futures::stream::once(start).flatten().boxed()
@@ -225,6 +232,37 @@ pub(crate) fn stream(
 type Events = mpsc::Sender<CoreResult<StreamEvent>>;
 
 impl LlamaEngine {
+    /// Runs `job` (an answer) on the model's own thread, one after the other. llama.cpp's OpenMP
+    /// threads belong to the thread that calls it: answers run from whichever blocking thread the
+    /// runtime handed out sometimes left a second team of OpenMP threads competing for the cores,
+    /// and generation ran at half speed for the rest of the process (51 against 103 tokens/s for
+    /// SmolLM2 on this project's 2-core machine; docs/BENCHMARKS.md). If the thread cannot be
+    /// started, the answer runs on a blocking thread of the runtime instead.
+    fn run(&self, job: Job) {
+        let mut thread = self.thread.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if thread.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<Job>();
+            let started = std::thread::Builder::new().name("llama.cpp".into()).spawn(move || {
+                for job in rx {
+                    job();
+                }
+            });
+            match started {
+                Ok(_) => *thread = Some(tx),
+                Err(error) => tracing::warn!(%error, "cannot start the model's llama.cpp thread"),
+            }
+        }
+        let sent = match thread.as_ref() {
+            Some(tx) => tx.send(job).map_err(|std::sync::mpsc::SendError(job)| job),
+            None => Err(job),
+        };
+        let Err(job) = sent else { return };
+        // The thread is gone (it panicked): the next answer starts a new one.
+        *thread = None;
+        drop(thread);
+        tokio::task::spawn_blocking(job);
+    }
+
     /// Renders the prompt, reads it and streams the answer into `tx`. Returns early, with `Ok`, when the reader
     /// is gone.
     fn generate(
