@@ -4,10 +4,11 @@
 //!   test model and `PHOSPHOR_REQUIRE_TEST_MODELS=1`, so a test that finds no model fails instead of skipping.
 //! - `bench [filter]`: the criterion benchmarks and the embedded engines' bench (on the SmolLM2 test model unless
 //!   `PHOSPHOR_TEST_MODEL` names another GGUF file), then a short table of the criterion figures.
-//! - `bench-target-cpu`: the embedded bench (both engines) built twice, as a plain release build and for
-//!   `x86-64-v3` (AVX2, FMA, F16C), side by side: the measurement behind how `dist` builds the shipped binary.
-//! - `dist [--baseline]`: the release `phosphor` binary as it is shipped (for `x86-64-v3` CPUs; `--baseline` for
-//!   any x86-64 CPU), copied to `dist/`.
+//! - `bench-target-cpu`: the embedded bench (both engines) built twice, as the workspace's own release build
+//!   (`x86-64-v3`: AVX2, FMA, F16C; `.cargo/config.toml`) and as a baseline x86-64 build, side by side: the
+//!   measurement behind that setting.
+//! - `dist [--baseline]`: the release `phosphor` binary as it is shipped (the workspace's build, for `x86-64-v3`
+//!   CPUs; `--baseline` for any x86-64 CPU), copied to `dist/`.
 //! - `check-architecture`: the crate dependency list in docs/ARCHITECTURE.md against `cargo metadata`.
 //! - `fetch-test-model [smollm2 | gemma3 | aider-history | openai-python | all]`: the small GGUF models the
 //!   embedded tests use, aider's recorded chat history the replay test replays, and OpenAI's Python SDK the
@@ -486,27 +487,28 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
 }
 
-/// The CPU level the shipped binary is built for, and the flags that select it. See docs/BENCHMARKS.md: candle
-/// (mistral.rs) picks its quantized kernels at compile time, and llama-cpp-sys-2 builds llama.cpp for the same
-/// target features as the Rust code (SSE2 only in a plain x86-64 build).
-const DIST_CPU: &str = "x86-64-v3";
-const DIST_RUSTFLAGS: &str = "-C target-cpu=x86-64-v3";
+/// The CPU level of the baseline build, for x86-64 CPUs without AVX2, and the flags that select it over the
+/// workspace's own level (`.cargo/config.toml`, which owns that rule; environment RUSTFLAGS win over it). See
+/// docs/BENCHMARKS.md: candle (mistral.rs) picks its quantized kernels at compile time, and llama-cpp-sys-2 builds
+/// llama.cpp for the same target features as the Rust code (SSE2 only in a baseline x86-64 build).
+const BASELINE_CPU: &str = "x86-64";
+const BASELINE_RUSTFLAGS: &str = "-C target-cpu=x86-64";
 
-/// Runs the embedded bench (both engines) as the plain release build and as a `DIST_CPU` build, the latter in a
-/// target directory of its own so that neither evicts the other, then prints the figures side by side.
+/// Runs the embedded bench (both engines) as the workspace's release build and as a `BASELINE_CPU` build, the
+/// latter in a target directory of its own so that neither evicts the other, then prints the figures side by side.
 fn bench_target_cpu() -> Result<()> {
     let model = bench_model()?;
     let target = target_dir();
     let results = target.join("bench-target-cpu.txt");
     let results_str = results.to_str().context("target path is not UTF-8")?.to_owned();
-    let cpu_dir = target.join(DIST_CPU);
+    let cpu_dir = target.join(BASELINE_CPU);
     let cpu_dir = cpu_dir.to_str().context("target path is not UTF-8")?.to_owned();
     let _ = std::fs::remove_file(&results);
     let bench = ["bench", "--workspace", "--locked", "--bench", "embedded"];
     let mut rows = Vec::new();
     for (label, extra) in [
         ("release", vec![]),
-        (DIST_CPU, vec![("RUSTFLAGS", DIST_RUSTFLAGS), ("CARGO_TARGET_DIR", cpu_dir.as_str())]),
+        (BASELINE_CPU, vec![("RUSTFLAGS", BASELINE_RUSTFLAGS), ("CARGO_TARGET_DIR", cpu_dir.as_str())]),
     ] {
         let mut envs =
             vec![("PHOSPHOR_TEST_MODEL", model.as_str()), ("PHOSPHOR_BENCH_OUT", results_str.as_str())];
@@ -547,13 +549,13 @@ fn dist(args: &[String]) -> Result<()> {
     let target = target_dir();
     let build = ["build", "--release", "--locked", "--workspace", "--bin", "phosphor"];
     let (dir, name) = if baseline {
-        run("cargo", &build, &[])?;
-        (target.clone(), "phosphor-x86-64".to_owned())
-    } else {
-        let dir = target.join(DIST_CPU);
+        let dir = target.join(BASELINE_CPU);
         let dir_str = dir.to_str().context("target path is not UTF-8")?;
-        run("cargo", &build, &[("RUSTFLAGS", DIST_RUSTFLAGS), ("CARGO_TARGET_DIR", dir_str)])?;
-        (dir, format!("phosphor-{DIST_CPU}"))
+        run("cargo", &build, &[("RUSTFLAGS", BASELINE_RUSTFLAGS), ("CARGO_TARGET_DIR", dir_str)])?;
+        (dir, format!("phosphor-{BASELINE_CPU}"))
+    } else {
+        run("cargo", &build, &[])?;
+        (target.clone(), "phosphor".to_owned())
     };
     std::fs::create_dir_all("dist").context("could not create dist/")?;
     let out = Path::new("dist").join(name);

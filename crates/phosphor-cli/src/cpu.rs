@@ -1,5 +1,6 @@
 //! The CPU features this binary was compiled to assume, checked before anything else runs: a binary built for
-//! `x86-64-v3` (`cargo xtask dist`) would otherwise die with an illegal instruction on an older CPU.
+//! `x86-64-v3` (this workspace's builds, `.cargo/config.toml`) would otherwise die with an illegal instruction
+//! on an older CPU.
 
 /// The x86 features this build was compiled to assume (by `-C target-cpu`) that matter for its speed.
 fn assumed() -> Vec<&'static str> {
@@ -44,8 +45,8 @@ pub(crate) fn check() -> Result<(), String> {
         return Ok(());
     }
     Err(format!(
-        "this phosphor binary was built for newer x86-64 CPUs and this CPU lacks {}; use the baseline build \
-         (`cargo xtask dist --baseline`, or `cargo install` without `-C target-cpu` in RUSTFLAGS)",
+        "this phosphor binary was built for newer x86-64 CPUs and this CPU lacks {}; build the baseline \
+         (`cargo xtask dist --baseline`, or RUSTFLAGS=\"-C target-cpu=x86-64\" before cargo's command)",
         missing.join(", ")
     ))
 }
