@@ -3,7 +3,9 @@
 //! - `ci`: what CI runs (format, the architecture check, clippy, the test models, tests, crates alone, packages, docs). The tests run with every
 //!   test model and `PHOSPHOR_REQUIRE_TEST_MODELS=1`, so a test that finds no model fails instead of skipping.
 //! - `bench [filter]`: the criterion benchmarks and the embedded engines' bench (on the SmolLM2 test model unless
-//!   `PHOSPHOR_TEST_MODEL` names another GGUF file), then a short table of the criterion figures.
+//!   `PHOSPHOR_TEST_MODEL` names another GGUF file), then a short table of the criterion figures, and the llama.cpp
+//!   engine against llama.cpp's own `llama-bench` on the same file, in alternating rounds, as ratios
+//!   (`llama_bench`). `bench llama-bench` runs only that comparison.
 //! - `bench-target-cpu`: the embedded bench (both engines) built twice, as the workspace's own release build
 //!   (`x86-64-v3`: AVX2, FMA, F16C; `.cargo/config.toml`) and as a baseline x86-64 build, side by side: the
 //!   measurement behind that setting.
@@ -19,6 +21,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+
+mod llama_bench;
 
 /// Library crates that must build alone with `--no-default-features`.
 const LIBRARY_CRATES: &[&str] = &[
@@ -163,7 +167,7 @@ fn main() -> Result<()> {
             )
         }
         None => bail!(
-            "usage: cargo xtask <ci | bench [filter] | bench-target-cpu | dist [--baseline] | \
+            "usage: cargo xtask <ci | bench [filter | llama-bench] | bench-target-cpu | dist [--baseline] | \
              fetch-test-model [smollm2 | gemma3 | aider-history | openai-python | all]>"
         ),
     }
@@ -461,16 +465,55 @@ fn fetch_python_package(package: &PythonPackage) -> Result<PathBuf> {
 
 fn bench(filter: &[String]) -> Result<()> {
     let model = bench_model()?;
-    let mut args = vec!["bench", "--workspace", "--locked"];
-    if let Some(f) = filter.first() {
-        args.push("--");
-        args.push(f);
+    let filter = filter.first().map(String::as_str);
+    if filter != Some("llama-bench") {
+        let mut args = vec!["bench", "--workspace", "--locked"];
+        if let Some(f) = filter {
+            args.push("--");
+            args.push(f);
+        }
+        // The serve load bench runs two proxies on a Postgres server of its own.
+        let postgres = TestPostgres::start()?;
+        run(
+            "cargo",
+            &args,
+            &[("PHOSPHOR_TEST_MODEL", model.as_str()), (TEST_POSTGRES, postgres.url.as_str())],
+        )?;
+        drop(postgres);
+        print_criterion_table(&target_dir().join("criterion"))?;
     }
-    // The serve load bench runs two proxies on a Postgres server of its own.
-    let postgres = TestPostgres::start()?;
-    run("cargo", &args, &[("PHOSPHOR_TEST_MODEL", &model), (TEST_POSTGRES, postgres.url.as_str())])?;
-    drop(postgres);
-    print_criterion_table(&target_dir().join("criterion"))
+    if filter.is_none() || filter == Some("llama-bench") {
+        llama_bench::compare(&model, || engine_round(&model))?;
+    }
+    Ok(())
+}
+
+/// One run of the embedded bench on llama.cpp alone (built without mistral.rs), for the comparison with
+/// llama-bench: its figures, from the bench's `PHOSPHOR_BENCH_OUT` file.
+fn engine_round(model: &str) -> Result<llama_bench::Engine> {
+    let out = target_dir().join("bench-llamacpp.txt");
+    let out_str = out.to_str().context("target path is not UTF-8")?.to_owned();
+    let _ = std::fs::remove_file(&out);
+    let args = [
+        "bench",
+        "--locked",
+        "-p",
+        "phosphor-embedded",
+        "--bench",
+        "embedded",
+        "--no-default-features",
+        "--features",
+        "llamacpp",
+    ];
+    let envs = [
+        ("PHOSPHOR_TEST_MODEL", model),
+        ("PHOSPHOR_BENCH_OUT", out_str.as_str()),
+        ("PHOSPHOR_BENCH_ENGINES", "llamacpp"),
+    ];
+    run("cargo", &args, &envs)?;
+    let text = std::fs::read_to_string(&out)
+        .with_context(|| format!("the embedded bench wrote no {}", out.display()))?;
+    llama_bench::Engine::from_bench_out(&text)
 }
 
 /// The GGUF file the embedded bench runs: `$PHOSPHOR_TEST_MODEL`, else the SmolLM2 test model (fetched once).

@@ -69,6 +69,7 @@ impl SessionAgent {
             phosphor.compaction.tokens_before = tokens_before,
             phosphor.compaction.tokens_after = field::Empty,
             phosphor.compaction.repetition_trimmed = field::Empty,
+            phosphor.compaction.profile = field::Empty,
         );
         let result = self
             .summarize_inner(cache, reason, instructions, turn, summarizer.as_ref(), events)
@@ -169,7 +170,10 @@ impl SessionAgent {
             tools_used,
             date: today(),
         };
-        let rendered = self.profiles.render(&self.options.profile, &context)?;
+        // A small local model gets the compact prompt where the default one is configured.
+        let profile = self.profiles.for_model(&self.options.profile, summarizer.parameters());
+        tracing::Span::current().record("phosphor.compaction.profile", profile);
+        let rendered = self.profiles.render(profile, &context)?;
         for warning in &rendered.warnings {
             emit(events, AgentEvent::Warning { message: warning.clone() });
         }

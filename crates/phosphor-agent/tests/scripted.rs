@@ -641,6 +641,39 @@ async fn manual_compaction_passes_custom_instructions_and_small_model_routing_wo
 }
 
 #[tokio::test]
+async fn a_small_local_summarizer_gets_the_compact_prompt() {
+    for (parameters, compact) in [(Some(134_515_008), true), (Some(4_000_000_000), false), (None, false)] {
+        let large = Arc::new(ScriptedModel::new(fill_scripts(1)));
+        let mut summarizer =
+            ScriptedModel::new(vec![text_turn("Summary.", None)]).with_info(info(32_000, 1000));
+        if let Some(parameters) = parameters {
+            summarizer = summarizer.with_parameters(parameters);
+        }
+        let summarizer = Arc::new(summarizer);
+        let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+        let models = Models {
+            large: large.clone(),
+            small: Some(summarizer.clone()),
+            embedded: None,
+            configured_large: None,
+        };
+        let options = Options { summarize_model: SummarizeModel::Small, ..Options::default() };
+        let agent = SessionAgent::new(store.clone(), models, options)
+            .with_tool(Arc::new(ReadFile { line: "line of code\n", times: 100 }));
+        let session = agent.create_session("small").await.unwrap().id;
+        agent.run_turn(&session, "Please read file number 0", None).await.unwrap();
+        agent.compact(&session, None, None).await.unwrap();
+        let prompt = summarizer.requests()[0].messages[0].text_content();
+        assert_eq!(
+            prompt.starts_with(phosphor_prompt::COMPACT_TEMPLATE.lines().next().unwrap()),
+            compact,
+            "{prompt}"
+        );
+        assert_eq!(prompt.contains("## Decisions"), !compact, "{parameters:?}: {prompt}");
+    }
+}
+
+#[tokio::test]
 async fn interrupted_tool_calls_get_synthetic_results_in_the_next_request() {
     // The model asks for a tool, then the turn is dropped before the tool result is stored.
     struct Slow;

@@ -74,7 +74,7 @@ mod tests {
         assert_eq!(
             list(&profiles),
             format!(
-                "PROFILE  TIER       TEMPLATE\nbroken   workspace  {}\nterse    workspace  {}\ndefault  default    (compiled in)\n",
+                "PROFILE  TIER       TEMPLATE\nbroken   workspace  {}\nterse    workspace  {}\ncompact  default    (compiled in)\ndefault  default    (compiled in)\n",
                 path("broken"),
                 path("terse")
             )
@@ -95,7 +95,7 @@ mod tests {
         let error = check(&profiles, None, "default", &mut out).unwrap_err();
         assert_eq!(error.to_string(), "1 problem in the profile templates");
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.len(), 3, "{out}");
+        assert_eq!(lines.len(), 4, "{out}");
         assert!(
             lines[0].starts_with(&format!(
                 "broken: workspace template {}",
@@ -107,6 +107,6 @@ mod tests {
             lines[1].starts_with("terse: ok; warning: the template does not use previous_summary"),
             "{out}"
         );
-        assert_eq!(lines[2], "default: ok");
+        assert_eq!(lines[2..], ["compact: ok", "default: ok"]);
     }
 }

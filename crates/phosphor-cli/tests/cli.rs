@@ -641,7 +641,7 @@ async fn profiles_list_and_check() {
     assert!(listed.lines().nth(1).unwrap().starts_with("terse    workspace  "), "{listed}");
     let output = env.run(&["profiles", "check"], "").await;
     assert_success(&output);
-    assert_eq!(stdout(&output), "terse: ok\ndefault: ok\n");
+    assert_eq!(stdout(&output), "terse: ok\ncompact: ok\ndefault: ok\n");
 
     fs::write(dir.join("summarization.md.tpl"), "{{ no_such_variable }}\n").unwrap();
     let output = env.run(&["profiles", "check", "terse"], "").await;

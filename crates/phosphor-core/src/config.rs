@@ -91,7 +91,9 @@ pub struct Options {
     /// Tokens of the newest tool outputs that masking leaves whole (at most an eighth of the
     /// window is used).
     pub mask_keep_recent_tokens: u64,
-    /// The prompt profile (`.phosphor/profiles/<profile>/summarization.md.tpl`).
+    /// The prompt profile (`.phosphor/profiles/<profile>/summarization.md.tpl`). With `default`, a local
+    /// summarizer under 500 million parameters writes with the built-in `compact` profile instead,
+    /// unless a `default` template of yours exists.
     // The pattern states the rule of `check_profile_name`.
     #[schemars(pattern(r"^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$"))]
     pub profile: String,

@@ -843,6 +843,7 @@ mod hf {
                 version: 3,
                 tensor_count: 0,
                 kv: kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                parameters: None,
             }
         }
 

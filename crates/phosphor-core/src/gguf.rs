@@ -33,6 +33,9 @@ pub const MAX_KEY_BYTES: u64 = 65_535;
 /// The most items one array may hold (2^28). Real vocabularies hold a few hundred thousand.
 pub const MAX_ARRAY_ITEMS: u64 = 1 << 28;
 
+/// The most dimensions a tensor has (ggml's `GGML_MAX_DIMS`).
+pub const MAX_TENSOR_DIMS: u32 = 4;
+
 /// How deep arrays of arrays may nest. The format allows nesting; no real file nests at all.
 pub const MAX_ARRAY_DEPTH: usize = 8;
 
@@ -109,6 +112,20 @@ pub enum GgufError {
         offset: u64,
         /// The limit.
         max: usize,
+    },
+    /// A tensor description claims more dimensions than [`MAX_TENSOR_DIMS`]: the file is corrupt.
+    #[error(
+        "gguf tensor description at offset {offset} for {key} claims {dims} dimensions; at most {max} are allowed"
+    )]
+    TooManyDimensions {
+        /// The tensor being read.
+        key: String,
+        /// Where its dimension count is.
+        offset: u64,
+        /// The count claimed.
+        dims: u32,
+        /// The limit.
+        max: u32,
     },
     /// A value type code outside 0..=12: the file is corrupt, or from a newer format version.
     #[error("unknown gguf value type {code} at offset {offset} in {key}: known types are 0 to 12")]
@@ -337,6 +354,9 @@ pub struct GgufMetadata {
     pub tensor_count: u64,
     /// Every metadata key and its value.
     pub kv: BTreeMap<String, GgufValue>,
+    /// The model's parameter count (the elements of every tensor), when the tensor descriptions
+    /// were read ([`GgufMetadata::read_with_parameters`]).
+    pub parameters: Option<u64>,
 }
 
 impl GgufMetadata {
@@ -344,38 +364,39 @@ impl GgufMetadata {
     /// descriptions. Lengths beyond [`MAX_STRING_BYTES`], [`MAX_ARRAY_ITEMS`] or
     /// [`MAX_KEY_BYTES`] are refused before anything is allocated for them.
     pub fn read(reader: impl Read) -> Result<GgufMetadata, GgufError> {
+        read_metadata(&mut Reader { inner: reader, offset: 0 })
+    }
+
+    /// [`GgufMetadata::read`], then the tensor descriptions that follow the metadata (names,
+    /// shapes, types and offsets: a few KiB; the tensor data is not read), to count the model's
+    /// parameters into [`GgufMetadata::parameters`].
+    pub fn read_with_parameters(reader: impl Read) -> Result<GgufMetadata, GgufError> {
         let mut r = Reader { inner: reader, offset: 0 };
-        let header = || "the header".to_owned();
-        let mut magic = [0; 4];
-        r.fill(&mut magic, &header)?;
-        if magic != MAGIC {
-            return Err(GgufError::BadMagic { found: magic });
-        }
-        let version = r.u32(&header)?;
-        if !SUPPORTED_VERSIONS.contains(&version) {
-            return Err(GgufError::UnsupportedVersion { version });
-        }
-        let tensor_count = r.u64(&header)?;
-        let kv_count = r.u64(&header)?;
-        let mut kv = BTreeMap::new();
-        for index in 0..kv_count {
-            let key_offset = r.offset;
-            let key = r.string(MAX_KEY_BYTES, &|| format!("the name of key #{index}"))?;
-            let ctx = || format!("`{key}`");
-            let type_offset = r.offset;
-            let code = r.u32(&ctx)?;
-            let value_type = GgufValueType::from_code(code).ok_or_else(|| GgufError::UnknownValueType {
-                key: ctx(),
-                offset: type_offset,
-                code,
-            })?;
-            let value = r.value(value_type, 0, &ctx)?;
-            if kv.contains_key(&key) {
-                return Err(GgufError::DuplicateKey { key, offset: key_offset });
+        let mut metadata = read_metadata(&mut r)?;
+        let mut parameters: u64 = 0;
+        for index in 0..metadata.tensor_count {
+            let name = r.string(MAX_KEY_BYTES, &|| format!("the name of tensor #{index}"))?;
+            let ctx = || format!("tensor `{name}`");
+            let dims_offset = r.offset;
+            let dims = r.u32(&ctx)?;
+            if dims > MAX_TENSOR_DIMS {
+                return Err(GgufError::TooManyDimensions {
+                    key: ctx(),
+                    offset: dims_offset,
+                    dims,
+                    max: MAX_TENSOR_DIMS,
+                });
             }
-            kv.insert(key, value);
+            let mut elements: u64 = 1;
+            for _ in 0..dims {
+                elements = elements.saturating_mul(r.u64(&ctx)?);
+            }
+            let _type = r.u32(&ctx)?;
+            let _data_offset = r.u64(&ctx)?;
+            parameters = parameters.saturating_add(elements);
         }
-        Ok(GgufMetadata { version, tensor_count, kv })
+        metadata.parameters = Some(parameters);
+        Ok(metadata)
     }
 
     /// The value of `key`.
@@ -408,6 +429,41 @@ impl GgufMetadata {
     pub fn chat_template(&self) -> Option<&str> {
         self.get_str("tokenizer.chat_template")
     }
+}
+
+/// The header and every key/value pair (see [`GgufMetadata::read`]).
+fn read_metadata<R: Read>(r: &mut Reader<R>) -> Result<GgufMetadata, GgufError> {
+    let header = || "the header".to_owned();
+    let mut magic = [0; 4];
+    r.fill(&mut magic, &header)?;
+    if magic != MAGIC {
+        return Err(GgufError::BadMagic { found: magic });
+    }
+    let version = r.u32(&header)?;
+    if !SUPPORTED_VERSIONS.contains(&version) {
+        return Err(GgufError::UnsupportedVersion { version });
+    }
+    let tensor_count = r.u64(&header)?;
+    let kv_count = r.u64(&header)?;
+    let mut kv = BTreeMap::new();
+    for index in 0..kv_count {
+        let key_offset = r.offset;
+        let key = r.string(MAX_KEY_BYTES, &|| format!("the name of key #{index}"))?;
+        let ctx = || format!("`{key}`");
+        let type_offset = r.offset;
+        let code = r.u32(&ctx)?;
+        let value_type = GgufValueType::from_code(code).ok_or_else(|| GgufError::UnknownValueType {
+            key: ctx(),
+            offset: type_offset,
+            code,
+        })?;
+        let value = r.value(value_type, 0, &ctx)?;
+        if kv.contains_key(&key) {
+            return Err(GgufError::DuplicateKey { key, offset: key_offset });
+        }
+        kv.insert(key, value);
+    }
+    Ok(GgufMetadata { version, tensor_count, kv, parameters: None })
 }
 
 /// A reader that knows its offset and turns short reads into [`GgufError::Truncated`].
@@ -623,6 +679,7 @@ pub(crate) mod tests {
                 version,
                 tensor_count: 7,
                 kv: kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                parameters: None,
             };
             assert_eq!(read, expected);
         }
@@ -669,6 +726,49 @@ pub(crate) mod tests {
         let mut reader = &bytes[..];
         GgufMetadata::read(&mut reader).unwrap();
         assert_eq!(reader.len(), bytes.len() - metadata_len);
+    }
+
+    /// A tensor description: name, dimensions, type (0: f32), data offset.
+    fn tensor(name: &str, dims: &[u64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&(name.len() as u64).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(&(dims.len() as u32).to_le_bytes());
+        for dim in dims {
+            out.extend_from_slice(&dim.to_le_bytes());
+        }
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn counts_parameters_from_the_tensor_descriptions() {
+        let mut bytes = encode(3, 3, &[("general.name", GgufValue::String("x".into()))]);
+        bytes.extend(tensor("token_embd.weight", &[576, 49152]));
+        bytes.extend(tensor("blk.0.attn_norm.weight", &[576]));
+        bytes.extend(tensor("scalar", &[]));
+        let meta = GgufMetadata::read_with_parameters(&bytes[..]).unwrap();
+        assert_eq!(meta.parameters, Some(576 * 49152 + 576 + 1));
+        assert_eq!(GgufMetadata::read(&bytes[..]).unwrap().parameters, None);
+
+        let cut = bytes.len() - 5;
+        let err = GgufMetadata::read_with_parameters(&bytes[..cut]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("gguf data ends at offset {cut} in the middle of tensor `scalar`")
+        );
+
+        let mut bad = encode(3, 1, &[]);
+        let at = bad.len() as u64 + 8 + 3;
+        bad.extend(tensor("big", &[1, 2, 3, 4, 5]));
+        let err = GgufMetadata::read_with_parameters(&bad[..]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "gguf tensor description at offset {at} for tensor `big` claims 5 dimensions; at most 4 are allowed"
+            )
+        );
     }
 
     #[test]
@@ -809,5 +909,10 @@ pub(crate) mod tests {
         assert_eq!((meta.architecture(), meta.context_length()), (Some("llama"), Some(8192)));
         assert!(meta.chat_template().is_some_and(|t| t.contains("<|im_start|>")));
         assert!(meta.tensor_count > 0);
+        // SmolLM2-135M: 134.5 million parameters (its embeddings are tied: one table).
+        let file = std::fs::File::open(&path).unwrap();
+        let with = GgufMetadata::read_with_parameters(io::BufReader::new(file)).unwrap();
+        assert_eq!(with.parameters, Some(134_515_008));
+        assert_eq!(with.kv, meta.kv);
     }
 }

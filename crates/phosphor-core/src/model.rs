@@ -108,6 +108,13 @@ pub trait ChatModel: Send + Sync {
         Arc::new(ApproxCounter)
     }
 
+    /// The model's parameter count, where the backend knows it (a local GGUF model: its tensors'
+    /// elements); `None` for a remote model. The agent writes summaries with the compact prompt
+    /// profile for small models (`phosphor_prompt::Profiles::for_model`).
+    fn parameters(&self) -> Option<u64> {
+        None
+    }
+
     /// Sends `request` and waits for the whole answer.
     fn complete(&self, request: ChatRequest) -> BoxFuture<'static, Result<Completion>> {
         let stream = self.stream(request);

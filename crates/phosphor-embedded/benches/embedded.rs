@@ -7,7 +7,9 @@
 //! over the time after it. Each engine runs in a child process of its own (this program, with
 //! `PHOSPHOR_BENCH_ENGINE` set), so that its peak resident memory (`VmHWM`) is its own.
 //! `PHOSPHOR_BENCH_ENGINES=llamacpp` (or `mistralrs`) measures one engine only. With `PHOSPHOR_BENCH_OUT=<file>`,
-//! each engine's figures are also appended to that file, one line each, for `cargo xtask bench-target-cpu`.
+//! each engine's figures are also appended to that file, one line each (engine, load s, prefill and generation
+//! tok/s, peak MiB, prompt tokens, tokens generated), for `cargo xtask bench-target-cpu` and for the comparison
+//! with llama-bench in `cargo xtask bench`.
 //! Like criterion, it takes a filter argument: it runs when the filter is part of the name `embedded`.
 
 use std::path::PathBuf;
@@ -90,6 +92,9 @@ struct Figures {
     prefill: f64,
     generation: f64,
     peak_mib: f64,
+    /// The prompt's tokens and the tokens generated, of the last run.
+    prompt_tokens: f64,
+    generated: f64,
 }
 
 const RESULT: &str = "RESULT";
@@ -158,12 +163,14 @@ fn main() -> anyhow::Result<()> {
             if let Some(f) = figures {
                 writeln!(
                     file,
-                    "{} {} {} {} {}",
+                    "{} {} {} {} {} {} {}",
                     kind.config_name(),
                     f.load_s,
                     f.prefill,
                     f.generation,
-                    f.peak_mib
+                    f.peak_mib,
+                    f.prompt_tokens,
+                    f.generated
                 )?;
             }
         }
@@ -184,7 +191,9 @@ fn main() -> anyhow::Result<()> {
 fn parse_figures(values: &str) -> Option<Figures> {
     let numbers: Vec<f64> = values.split_whitespace().filter_map(|v| v.parse().ok()).collect();
     match numbers[..] {
-        [load_s, prefill, generation, peak_mib] => Some(Figures { load_s, prefill, generation, peak_mib }),
+        [load_s, prefill, generation, peak_mib, prompt_tokens, generated] => {
+            Some(Figures { load_s, prefill, generation, peak_mib, prompt_tokens, generated })
+        }
         _ => None,
     }
 }
@@ -256,11 +265,13 @@ fn measure(path: PathBuf, engine: &str) -> anyhow::Result<()> {
             mean(Run::generate_per_sec)
         );
         println!(
-            "{RESULT} {} {} {} {}",
+            "{RESULT} {} {} {} {} {} {}",
             load.as_secs_f64(),
             mean(Run::prefill_per_sec),
             mean(Run::generate_per_sec),
-            peak_mib()
+            peak_mib(),
+            measured.last().map_or(0, |r| r.prompt_tokens),
+            measured.last().map_or(0, |r| r.output_tokens)
         );
         Ok(())
     })

@@ -55,6 +55,7 @@ pub struct EmbeddedModel {
     engine: EngineKind,
     device: String,
     load_time: Duration,
+    parameters: Option<u64>,
     backend: Backend,
 }
 
@@ -199,11 +200,12 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-/// The GGUF header of a model file (the weights are not read).
+/// The GGUF header of a model file and its tensor descriptions, for the parameter count (the weights are
+/// not read).
 fn read_metadata(path: &Path) -> Result<GgufMetadata> {
     let file =
         std::fs::File::open(path).map_err(|source| EmbeddedError::Io { path: path.to_owned(), source })?;
-    GgufMetadata::read(BufReader::new(file))
+    GgufMetadata::read_with_parameters(BufReader::new(file))
         .map_err(|source| EmbeddedError::Gguf { path: path.to_owned(), source })
 }
 
@@ -314,6 +316,7 @@ fn start(
         engine: kind,
         device,
         load_time,
+        parameters: metadata.parameters,
         backend,
     })
 }
@@ -325,6 +328,10 @@ impl ChatModel for EmbeddedModel {
 
     fn counter(&self) -> Arc<dyn TokenCounter> {
         self.counter.clone()
+    }
+
+    fn parameters(&self) -> Option<u64> {
+        self.parameters
     }
 
     fn stream(&self, request: ChatRequest) -> ChatStream {

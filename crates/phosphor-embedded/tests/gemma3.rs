@@ -41,6 +41,7 @@ async fn auto_routes_gemma3_to_llama_cpp_which_summarizes() {
         (model.engine(), model.architecture(), model.device(), model.info().context_window),
         (EngineKind::LlamaCpp, "gemma3", "cpu", GEMMA3_CONTEXT)
     );
+    assert_eq!(model.parameters(), Some(268_098_176));
     let request = ChatRequest {
         messages: vec![
             Message::system("You summarize conversations in one short paragraph."),

@@ -148,6 +148,8 @@ async fn reports_the_window_from_the_gguf(engine: Engine) {
         }
     );
     assert_eq!((model.architecture(), model.device(), model.engine()), ("llama", "cpu", kind(engine)));
+    // Counted from the file's tensor descriptions: small enough for the compact summary prompt.
+    assert_eq!(model.parameters(), Some(134_515_008));
 }
 
 async fn summarizes_a_conversation_as_a_stream(engine: Engine) {

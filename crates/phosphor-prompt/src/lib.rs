@@ -6,13 +6,18 @@
 //! 2. [`Tier::Global`], `<local data dir>/phosphor/profiles/<profile>/summarization.md.tpl`, where the local
 //!    data dir is `$XDG_DATA_HOME` or `~/.local/share` on Linux, `~/Library/Application Support` on macOS and
 //!    `%LOCALAPPDATA%` on Windows;
-//! 3. [`Tier::Default`], the template compiled into the program ([`DEFAULT_TEMPLATE`]).
+//! 3. [`Tier::Default`], the templates compiled into the program: [`DEFAULT_TEMPLATE`] for `default` and
+//!    [`COMPACT_TEMPLATE`] for `compact`.
 //!
 //! The first tier with a usable template wins. A user template that cannot be read, leaves its profile folder
 //! (through a symlink), fails to parse or fails to render is skipped with a warning naming the file, the line and
-//! the error, and the next tier is used. Only the `default` profile is compiled in: another profile with no file
-//! in the first two tiers gets the compiled-in default, with a warning naming the missing profile. The
-//! compiled-in default always renders, so compaction always has a prompt.
+//! the error, and the next tier is used. The `default` and `compact` profiles are compiled in: another profile with
+//! no file in the first two tiers gets the compiled-in default, with a warning naming the missing profile. The
+//! compiled-in templates always render, so compaction always has a prompt.
+//!
+//! `compact` is the prompt for small local models, which cannot follow the six sections of `default`:
+//! [`Profiles::for_model`] picks it instead of `default` for a model under [`SMALL_MODEL_PARAMETERS`]
+//! parameters, unless a user tier has its own `default` template.
 //!
 //! Templates are rendered with [`SummaryContext`]'s fields as variables. Rendering is strict: a variable that is
 //! not one of those fields is an error, not an empty string. Block tags (`{% if %}`, `{% for %}`) on a line of
@@ -53,12 +58,32 @@ pub use name::{MAX_PROFILE_NAME_LEN, validate_profile_name};
 /// The file a profile folder holds the summarization template in.
 pub const TEMPLATE_FILE_NAME: &str = "summarization.md.tpl";
 
-/// The profile used when none is configured, and the only one compiled in.
+/// The profile used when none is configured.
 pub const DEFAULT_PROFILE: &str = "default";
+
+/// The compiled-in profile for small models: four short sections, no list of files to copy.
+pub const COMPACT_PROFILE: &str = "compact";
+
+/// Models with fewer parameters than this write their summaries with [`COMPACT_PROFILE`] where
+/// [`DEFAULT_PROFILE`] is configured ([`Profiles::for_model`]). Measured with SmolLM2 135M and Gemma 3
+/// 270M (docs/BENCHMARKS.md); Qwen2.5 0.5B (494 million) is under it, Qwen3 0.6B is not.
+pub const SMALL_MODEL_PARAMETERS: u64 = 500_000_000;
 
 /// The compiled-in summarization template of the `default` profile (`profiles/default/summarization.md.tpl`
 /// in this crate, so that the crate packages on its own).
 pub const DEFAULT_TEMPLATE: &str = include_str!("../profiles/default/summarization.md.tpl");
+
+/// The compiled-in summarization template of the `compact` profile (`profiles/compact/summarization.md.tpl`).
+pub const COMPACT_TEMPLATE: &str = include_str!("../profiles/compact/summarization.md.tpl");
+
+/// The compiled-in template of `profile`, if it has one.
+fn builtin(profile: &str) -> Option<&'static str> {
+    match profile {
+        DEFAULT_PROFILE => Some(DEFAULT_TEMPLATE),
+        COMPACT_PROFILE => Some(COMPACT_TEMPLATE),
+        _ => None,
+    }
+}
 
 /// Where a template came from, in the order tiers are tried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -228,6 +253,18 @@ impl Profiles {
         })
     }
 
+    /// The profile a model with `parameters` parameters writes summaries with when `configured` is:
+    /// [`COMPACT_PROFILE`] instead of [`DEFAULT_PROFILE`] for a model known to be under
+    /// [`SMALL_MODEL_PARAMETERS`], unless a user tier has a `default` template (the user's prompt wins);
+    /// `configured` otherwise.
+    pub fn for_model<'a>(&self, configured: &'a str, parameters: Option<u64>) -> &'a str {
+        let small = parameters.is_some_and(|p| p < SMALL_MODEL_PARAMETERS);
+        let customized = || {
+            self.user_tiers().any(|(tier, root)| !matches!(probe(tier, root, DEFAULT_PROFILE), Probe::Absent))
+        };
+        if configured == DEFAULT_PROFILE && small && !customized() { COMPACT_PROFILE } else { configured }
+    }
+
     /// Renders the summarization prompt of `profile` with `ctx`: the first user tier whose file parses and
     /// renders, else the compiled-in default. Skipped files are reported in [`RenderedPrompt::warnings`] (and
     /// logged with `tracing::warn!`).
@@ -272,15 +309,15 @@ impl Profiles {
                 }
             }
         }
-        if !found && profile != DEFAULT_PROFILE {
+        if !found && builtin(profile).is_none() {
             problems.push(Diagnostic { tier: None, path: None, line: None, message: self.missing(profile) });
         }
-        problems.extend(check_template(Tier::Default, None, DEFAULT_TEMPLATE));
+        problems.extend(check_template(Tier::Default, None, builtin(profile).unwrap_or(DEFAULT_TEMPLATE)));
         problems
     }
 
     /// Every profile template there is: those in the workspace tier, then the global tier (each sorted by
-    /// name), then the compiled-in `default`. A name found in several tiers is listed once per tier; the
+    /// name), then the compiled-in `compact` and `default`. A name found in several tiers is listed once per tier; the
     /// earliest tier is the one [`Profiles::resolve`] tries first. Folders whose name is not a valid
     /// profile name, or that hold no template file, are left out; files are not read (see
     /// [`Profiles::validate`]).
@@ -299,7 +336,9 @@ impl Profiles {
             found.sort_by(|a, b| a.name.cmp(&b.name));
             entries.extend(found);
         }
-        entries.push(ProfileEntry { name: DEFAULT_PROFILE.to_owned(), tier: Tier::Default, path: None });
+        for name in [COMPACT_PROFILE, DEFAULT_PROFILE] {
+            entries.push(ProfileEntry { name: name.to_owned(), tier: Tier::Default, path: None });
+        }
         entries
     }
 
@@ -311,7 +350,7 @@ impl Profiles {
     }
 
     /// Tries the tiers in order and keeps the first template that parses and that `accept` takes; the
-    /// compiled-in default is the last resort. The warnings say why each earlier file was skipped.
+    /// profile's compiled-in template (else the default's) is the last resort. The warnings say why each earlier file was skipped.
     fn select<T>(
         &self,
         profile: &str,
@@ -352,26 +391,21 @@ impl Profiles {
             }
         }
 
+        let (name, source) = match builtin(profile) {
+            Some(source) => (profile, source),
+            None => (DEFAULT_PROFILE, DEFAULT_TEMPLATE),
+        };
         let value = env
-            .template_from_named_str(DEFAULT_PROFILE, DEFAULT_TEMPLATE)
+            .template_from_named_str(name, source)
             .and_then(|template| accept(&template))
-            .map_err(|err| Error::DefaultTemplate {
-                line: err.line(),
-                message: describe(&err, DEFAULT_TEMPLATE),
-            })?;
-        let mut warnings = warn(profile, &problems, "the compiled-in default template");
-        if !found && profile != DEFAULT_PROFILE {
+            .map_err(|err| Error::DefaultTemplate { line: err.line(), message: describe(&err, source) })?;
+        let mut warnings = warn(profile, &problems, &format!("the compiled-in {name} template"));
+        if !found && builtin(profile).is_none() {
             let message = self.missing(profile);
             tracing::warn!(profile, "{message}");
             warnings.push(message);
         }
-        Ok(Selected {
-            tier: Tier::Default,
-            path: None,
-            source: Cow::Borrowed(DEFAULT_TEMPLATE),
-            value,
-            warnings,
-        })
+        Ok(Selected { tier: Tier::Default, path: None, source: Cow::Borrowed(source), value, warnings })
     }
 
     /// The warning for a profile that has no template in any user tier.
@@ -465,7 +499,7 @@ fn probe(tier: Tier, root: &Path, profile: &str) -> Probe {
 /// Parses `source` and trial-renders it with both sample contexts; returns the distinct problems.
 fn check_template(tier: Tier, path: Option<&Path>, source: &str) -> Vec<Diagnostic> {
     let env = environment();
-    let name = path.map_or_else(|| DEFAULT_PROFILE.to_owned(), |path| path.display().to_string());
+    let name = path.map_or_else(|| "the compiled-in template".to_owned(), |path| path.display().to_string());
     let template = match env.template_from_named_str(&name, source) {
         Ok(template) => template,
         Err(err) => return vec![template_diagnostic(tier, path, source, &err)],

@@ -5,8 +5,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use phosphor_prompt::{
-    DEFAULT_TEMPLATE, Diagnostic, Error, ProfileEntry, Profiles, RenderedPrompt, ResolvedTemplate,
-    SummaryContext, Tier, validate_profile_name,
+    COMPACT_PROFILE, DEFAULT_TEMPLATE, Diagnostic, Error, ProfileEntry, Profiles, RenderedPrompt,
+    ResolvedTemplate, SMALL_MODEL_PARAMETERS, SummaryContext, Tier, validate_profile_name,
 };
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
@@ -407,10 +407,43 @@ fn list_shows_every_template_by_tier() {
             entry("terse", Tier::Workspace, Some(ws_terse)),
             entry("review.v2", Tier::Global, Some(global_review)),
             entry("terse", Tier::Global, Some(global_terse)),
+            entry("compact", Tier::Default, None),
             entry("default", Tier::Default, None),
         ]
     );
-    assert_eq!(Profiles::with_roots(None, None).list(), vec![entry("default", Tier::Default, None)]);
+    assert_eq!(
+        Profiles::with_roots(None, None).list(),
+        vec![entry("compact", Tier::Default, None), entry("default", Tier::Default, None)]
+    );
+}
+
+#[test]
+fn small_models_get_the_compact_profile_unless_the_default_is_the_users() {
+    let roots = Roots::new().unwrap();
+    let profiles = roots.profiles();
+    let small = Some(SMALL_MODEL_PARAMETERS - 1);
+    assert_eq!(profiles.for_model("default", Some(134_515_008)), COMPACT_PROFILE);
+    assert_eq!(profiles.for_model("default", small), COMPACT_PROFILE);
+    assert_eq!(profiles.for_model("default", Some(SMALL_MODEL_PARAMETERS)), "default");
+    assert_eq!(profiles.for_model("default", None), "default", "a remote model's size is unknown");
+    assert_eq!(profiles.for_model("terse", small), "terse", "a chosen profile is kept");
+
+    // The compiled-in compact template renders, with and without an earlier summary, and says less.
+    let prompt = profiles.render(COMPACT_PROFILE, &ctx()).unwrap();
+    assert_eq!((prompt.tier, prompt.warnings.len()), (Tier::Default, 0));
+    assert!(prompt.text.contains("## Goal") && prompt.text.contains("## Next"), "{}", prompt.text);
+    assert!(!prompt.text.contains("## Decisions"), "{}", prompt.text);
+    assert!(prompt.uses_previous_summary);
+    assert!(profiles.validate(COMPACT_PROFILE).is_empty());
+    let previous = SummaryContext { previous_summary: Some("Fixed src/a.rs.".to_owned()), ..ctx() };
+    assert!(profiles.render(COMPACT_PROFILE, &previous).unwrap().text.contains("Fixed src/a.rs."));
+
+    // A `default` template of the user's, in either tier, is their prompt for every model.
+    write(&roots.global, "default", "Mine.").unwrap();
+    assert_eq!(profiles.for_model("default", small), "default");
+    // ... and a user `compact` template replaces the compiled-in one.
+    write(&roots.workspace, "compact", "Short.").unwrap();
+    assert_eq!(profiles.render(COMPACT_PROFILE, &ctx()).unwrap().text, "Short.");
 }
 
 #[test]

@@ -41,6 +41,7 @@ struct State {
 /// ```
 pub struct ScriptedModel {
     info: ModelInfo,
+    parameters: Option<u64>,
     event_delay: Duration,
     state: Mutex<State>,
 }
@@ -67,6 +68,7 @@ impl ScriptedModel {
                 context_window: 128_000,
                 max_output_tokens: 4096,
             },
+            parameters: None,
             event_delay: Duration::ZERO,
             state: Mutex::new(State {
                 scripted: scripts.len(),
@@ -79,6 +81,12 @@ impl ScriptedModel {
     /// Replaces the [`ModelInfo`] (to test window-dependent behaviour).
     pub fn with_info(mut self, info: ModelInfo) -> ScriptedModel {
         self.info = info;
+        self
+    }
+
+    /// Says the model has `parameters` parameters, as a local model does ([`ChatModel::parameters`]).
+    pub fn with_parameters(mut self, parameters: u64) -> ScriptedModel {
+        self.parameters = Some(parameters);
         self
     }
 
@@ -106,6 +114,10 @@ impl ScriptedModel {
 impl ChatModel for ScriptedModel {
     fn info(&self) -> &ModelInfo {
         &self.info
+    }
+
+    fn parameters(&self) -> Option<u64> {
+        self.parameters
     }
 
     fn stream(&self, request: ChatRequest) -> ChatStream {

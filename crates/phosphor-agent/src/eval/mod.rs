@@ -141,6 +141,10 @@ impl ChatModel for Windowed {
     fn counter(&self) -> Arc<dyn TokenCounter> {
         self.inner.counter()
     }
+
+    fn parameters(&self) -> Option<u64> {
+        self.inner.parameters()
+    }
 }
 
 /// One strategy's result on one transcript.
