@@ -365,7 +365,6 @@ impl SessionStore for PgStore {
     }
 
     async fn set_head(&self, head: &Head) -> Result<()> {
-        let len = i64::try_from(head.len).unwrap_or(i64::MAX);
         let result = sqlx::query(
             "INSERT INTO session_heads (session_id, namespace, head, len, stored) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (session_id) DO UPDATE SET namespace = $2, head = $3, len = $4, stored = $5",
@@ -373,18 +372,11 @@ impl SessionStore for PgStore {
         .bind(&head.session_id)
         .bind(&head.namespace)
         .bind(&head.head)
-        .bind(len)
-        .bind(i64::try_from(head.stored).unwrap_or(i64::MAX))
+        .bind(rules::count_column(head.len))
+        .bind(rules::count_column(head.stored))
         .execute(&self.pool)
         .await;
-        match result {
-            Err(e) if is_constraint(&e, sqlx::error::ErrorKind::ForeignKeyViolation) => {
-                Err(not_found("session", &head.session_id))
-            }
-            result => result.map(drop).map_err(|e| {
-                StoreError::database(format_args!("recording the head of session {}", head.session_id), e)
-            }),
-        }
+        rules::head_written(result, head)
     }
 
     async fn find_heads(&self, namespace: &str, heads: &[String]) -> Result<Vec<Head>> {

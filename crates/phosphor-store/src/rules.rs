@@ -368,6 +368,23 @@ pub(crate) fn is_constraint(error: &sqlx::Error, kind: sqlx::error::ErrorKind) -
     matches!(error, sqlx::Error::Database(e) if e.kind() == kind)
 }
 
+/// A count as both stores keep it: a signed 64-bit column, saturating (no real count reaches it).
+pub(crate) fn count_column(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// The outcome of writing `head`: a session that does not exist is `NotFound`, as everywhere.
+pub(crate) fn head_written<T>(result: std::result::Result<T, sqlx::Error>, head: &Head) -> Result<()> {
+    match result {
+        Err(e) if is_constraint(&e, sqlx::error::ErrorKind::ForeignKeyViolation) => {
+            Err(not_found("session", &head.session_id))
+        }
+        result => result.map(drop).map_err(|e| {
+            StoreError::database(format_args!("recording the head of session {}", head.session_id), e)
+        }),
+    }
+}
+
 /// Embedded migrations, `(file name, SQL)` in order, as sqlx sees them. The version and description are read
 /// from the file name the way `sqlx migrate` reads them (`0001_init.sql` is version 1, `init`), so a
 /// database migrated here is also understood by `sqlx-cli`, and the other way round.
