@@ -66,7 +66,7 @@ impl Engine {
 /// Rounds of the comparison: the machines this runs on are shared and noisy (speeds move by 20-30% from one
 /// minute to the next), so the engine and llama-bench take turns, and each phase's ratio is the median of the
 /// rounds' ratios.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 /// Builds llama-bench (once per set of CPU switches), then runs `engine` (one run of the engine's bench) and
 /// llama-bench on `model` in turns, and prints each round and the median ratios.
