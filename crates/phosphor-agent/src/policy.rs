@@ -44,8 +44,8 @@ pub fn should_mask(estimate: u64, window: u64, options: &Options) -> bool {
     options.mask_threshold > 0.0 && fraction(estimate, window) >= options.mask_threshold
 }
 
-/// Tokens of the newest tool outputs masking leaves whole: `mask_keep_recent_tokens`, but never
-/// more than an eighth of the window.
+/// Tokens of the newest tool calls and outputs masking leaves whole: `mask_keep_recent_tokens`, but
+/// never more than an eighth of the window.
 pub fn mask_keep_budget(options: &Options, window: u64) -> u64 {
     options.mask_keep_recent_tokens.min(window / 8)
 }
@@ -61,11 +61,13 @@ pub fn mask_min_gain(window: u64) -> u64 {
 /// Tokens a masked output's placeholder takes, about (a tool name, a path, a size).
 const PLACEHOLDER_TOKENS: u64 = 40;
 
-/// Where masking should now end: the index after the last history message whose tool outputs are
-/// masked, so that the newest tool outputs that stay whole total at most `keep` tokens (`counts`
-/// are the messages' counts as shown). The outputs of the latest tool round always stay whole (the
-/// model has not seen them yet). `None` when that would not move the boundary past `masked` (the
-/// current one) or would clear less than `min_gain` tokens (see [`mask_min_gain`]).
+/// Where masking should now end: the index after the last history message whose tool traffic is
+/// masked (outputs replaced by placeholders, long argument values cut:
+/// [`mask_tool_traffic`](phosphor_prune::mask_tool_traffic)), so that the newest tool calls and
+/// outputs that stay whole total at most `keep` tokens (`counts` are the messages' counts as
+/// shown). The latest tool round always stays whole (the model has not seen its outputs yet).
+/// `None` when that would not move the boundary past `masked` (the current one) or would clear less
+/// than `min_gain` tokens (see [`mask_min_gain`]).
 pub fn mask_point(
     history: &[Message],
     counts: &[u64],
@@ -77,7 +79,7 @@ pub fn mask_point(
     let mut kept = 0;
     let mut until = None;
     for (index, message) in history.iter().enumerate().rev() {
-        if message.tool_results().next().is_none() {
+        if message.tool_results().next().is_none() && message.tool_calls().next().is_none() {
             continue;
         }
         kept += counts.get(index).copied().unwrap_or(0);
@@ -90,8 +92,16 @@ pub fn mask_point(
     let unmasked =
         |m: &Message| m.tool_results().any(|r| !r.content.starts_with(phosphor_prune::MASKED_PREFIX));
     let gain: u64 = (masked..until)
-        .filter(|&i| unmasked(&history[i]))
-        .map(|i| counts.get(i).copied().unwrap_or(0).saturating_sub(PLACEHOLDER_TOKENS))
+        .map(|i| {
+            let count = counts.get(i).copied().unwrap_or(0);
+            let message = &history[i];
+            if unmasked(message) {
+                count.saturating_sub(PLACEHOLDER_TOKENS)
+            } else {
+                // The calls' long argument values (whole files written, edits) are cut too.
+                (count as f64 * phosphor_prune::masked_argument_share(message)) as u64
+            }
+        })
         .sum();
     (gain >= min_gain.max(1)).then_some(until)
 }
@@ -447,7 +457,7 @@ mod tests {
     }
 
     #[test]
-    fn masking_keeps_the_newest_outputs_within_the_budget_and_only_moves_forward() {
+    fn masking_keeps_the_newest_tool_traffic_within_the_budget_and_only_moves_forward() {
         let options = Options { mask_threshold: 0.5, mask_keep_recent_tokens: 300, ..Options::default() };
         assert!(!should_mask(499, 1_000, &options));
         assert!(should_mask(500, 1_000, &options));
@@ -458,11 +468,13 @@ mod tests {
         // index:                     0    1     2         3          4         5          6    7
         let (h, c) = history("U:10 A(a):5 T(a):200 A(b):5 T(b):200 A(c):5 T(c):200 A:5");
         // (masked so far, keep) -> new boundary
+        // Calls count with their outputs: c's call and output are 205 tokens.
         let cases = [
-            (0, 300, Some(5)), // c (200) stays, b would make 400: b and older are masked
-            (0, 399, Some(5)),
-            (0, 400, Some(3)), // b and c stay
-            (0, 600, None),    // everything fits
+            (0, 300, Some(5)), // c stays, b's output would make 405: b and older are masked
+            (0, 404, Some(5)),
+            (0, 405, Some(4)), // b's output stays too, its call (410) does not
+            (0, 410, Some(3)), // b and c stay
+            (0, 615, None),    // everything fits
             (5, 300, None),    // already masked there
             (3, 300, Some(5)), // moves forward only
             (0, 0, Some(5)),   // no budget: every output but the latest round's

@@ -24,7 +24,7 @@ pub(crate) fn summary_as_context(message: &Message) -> Cow<'_, Message> {
 /// `history[..masked]` masked (observation masking).
 pub(crate) fn shown_history(history: &[Message], masked: usize) -> Vec<Cow<'_, Message>> {
     let mut shown: Vec<Cow<'_, Message>> = history.iter().map(summary_as_context).collect();
-    phosphor_prune::mask_tool_outputs(&mut shown, masked);
+    phosphor_prune::mask_tool_traffic(&mut shown, masked);
     shown
 }
 

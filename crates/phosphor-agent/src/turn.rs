@@ -303,7 +303,7 @@ impl SessionAgent {
         }
     }
 
-    /// Observation masking: moves the masking boundary so that the newest tool outputs shown whole
+    /// Observation masking: moves the masking boundary so that the newest tool calls and outputs shown whole
     /// fit `mask_keep_recent_tokens`, and persists it on the session. Returns whether it moved.
     pub(crate) async fn mask(&self, cache: &mut Cache, events: Option<&EventSender>) -> Result<bool> {
         let window = self.models.large.info().context_window;
@@ -324,7 +324,7 @@ impl SessionAgent {
             phosphor.masking.outputs = tracing::field::Empty,
         );
         let mut shown = shown_history(&cache.history, cache.masked);
-        let outputs = phosphor_prune::mask_tool_outputs(&mut shown, until);
+        let outputs = phosphor_prune::mask_tool_traffic(&mut shown, until);
         let ledger = TokenLedger::from_messages(self.counter.as_ref(), shown.iter().map(|m| m.as_ref()));
         drop(shown);
         let masked_until = cache.history[until - 1].id.clone();

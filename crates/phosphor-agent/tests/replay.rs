@@ -204,6 +204,7 @@ async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured
     // The three sessions with the most turns that edit files at least ten times.
     sessions.retain(|s| s.iter().map(|t| t.edits.len()).sum::<usize>() >= 10);
     sessions.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut written = [0, 0];
     for (n, turns) in sessions.iter().take(3).enumerate() {
         let edits: usize = turns.iter().map(|t| t.edits.len()).sum();
         // One compaction of the whole session, as `phosphor compact` would on a large window.
@@ -225,12 +226,13 @@ async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured
         // Measured 0.39 to 0.73 on these sessions (docs/BENCHMARKS.md: user messages, instructions and
         // framing alone are 0.18 of session 1). A guard against regressions, not the issue's third.
         assert!(ratio < 0.75, "the summary request is {ratio:.2} of the transcript");
-        let mut sent = Vec::new();
+        let (mut sent, mut summaries) = (Vec::new(), Vec::new());
         for (name, options) in
             [("summaries only", summaries_only()), ("masking + summaries", Options::default())]
         {
             let run = replay(turns, 8_000, options, false).await;
             sent.push(run.tokens_sent);
+            summaries.push(run.summaries);
             eprintln!(
                 "session {n}, 8k window, {name}: {} summaries, {} tokens sent, peak request {}, \
                  requests present {}/{} ({} verbatim), files kept {}/{}",
@@ -246,10 +248,25 @@ async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured
             assert_eq!(run.files_kept, run.files, "{name}");
             assert!(run.requests_present > 0, "{name}");
         }
-        // Masking steps that clear little are not taken (`policy::mask_min_gain`): masking never costs
-        // more than it saves here, where tool outputs are small.
-        assert!(sent[1] <= sent[0], "masking sent {} tokens, summaries only {}", sent[1], sent[0]);
+        // Masking never writes more summaries. It can send more tokens in all: a summary it avoids
+        // leaves every later request larger than the summary would have (session 2: 1.21x,
+        // docs/BENCHMARKS.md); this bound guards against that growing.
+        assert!(
+            summaries[1] <= summaries[0],
+            "masking wrote {} summaries, summaries only {}",
+            summaries[1],
+            summaries[0]
+        );
+        assert!(sent[1] * 4 <= sent[0] * 5, "masking sent {} tokens, summaries only {}", sent[1], sent[0]);
+        written[0] += summaries[0];
+        written[1] += summaries[1];
     }
+    assert!(
+        written[1] < written[0],
+        "masking wrote {} summaries in all, summaries only {}",
+        written[1],
+        written[0]
+    );
 }
 
 /// A coding session in Claude Code's shape, where tool inputs and outputs are the bulk: six
@@ -434,3 +451,184 @@ async fn a_claude_code_style_session_keeps_requests_plan_files_and_commands_in_a
         }
     }
 }
+
+/// Every tool of a recorded session under one name: each call gets the next recorded result, in
+/// call order, whichever tool is called (the agent runs a turn's calls one after another).
+struct RecordedTool {
+    name: String,
+    results: Arc<Mutex<VecDeque<(String, bool)>>>,
+}
+
+#[async_trait]
+impl Tool for RecordedTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.clone(),
+            description: "Replays the recorded result".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    async fn call(&self, _arguments: serde_json::Value) -> ToolOutput {
+        let (content, error) =
+            self.results.lock().unwrap().pop_front().expect("a recorded result for every call");
+        if error { ToolOutput::error(content) } else { ToolOutput::ok(content) }
+    }
+}
+
+/// What a turn-by-turn replay of [`claude_code_session`] measured.
+#[derive(Debug)]
+struct SessionRun {
+    summaries: usize,
+    tokens_sent: u64,
+    peak_request: u64,
+    requests_present: usize,
+    plan_items: usize,
+    files_kept: usize,
+}
+
+/// Replays `messages` (a system prompt, then turns that each start with a user message) turn by
+/// turn on a `window`-token model: a scripted model gives the recorded answers and calls, the tools
+/// the recorded results, and the summarizer writes "Summary.".
+async fn replay_session(
+    messages: &[Message],
+    facts: &ClaudeCodeFacts,
+    window: u64,
+    options: Options,
+) -> SessionRun {
+    let mut scripts: Vec<Script> = Vec::new();
+    let mut results = VecDeque::new();
+    let mut tools: Vec<String> = Vec::new();
+    for message in messages {
+        match message.role {
+            Role::Assistant if message.tool_calls().next().is_some() => {
+                let mut script: Script = Vec::new();
+                let text = message.text_content();
+                if !text.is_empty() {
+                    script.push(Ok(StreamEvent::TextDelta { text }));
+                }
+                for call in message.tool_calls() {
+                    script.push(Ok(StreamEvent::ToolCall(call.clone())));
+                    if !tools.contains(&call.name) {
+                        tools.push(call.name.clone());
+                    }
+                }
+                script.push(Ok(StreamEvent::Finish { reason: FinishReason::ToolCalls }));
+                scripts.push(script);
+            }
+            Role::Assistant => scripts.push(text_turn(&message.text_content(), None)),
+            Role::Tool => {
+                for part in &message.parts {
+                    if let Part::ToolResult(result) = part {
+                        results.push_back((result.content.clone(), result.is_error));
+                    }
+                }
+            }
+            Role::User | Role::System => {}
+        }
+    }
+    let large = Arc::new(ScriptedModel::new(scripts).with_info(info("large", window)));
+    let useless = (0..messages.len()).map(|_| text_turn("Summary.", None)).collect();
+    let small = Arc::new(ScriptedModel::new(useless).with_info(info("small", window)));
+    let store = Arc::new(SqliteStore::in_memory().await.unwrap());
+    let models =
+        Models { large: large.clone(), small: Some(small.clone()), embedded: None, configured_large: None };
+    let options = Options { summarize_model: SummarizeModel::Small, ..options };
+    let results = Arc::new(Mutex::new(results));
+    let mut agent =
+        SessionAgent::new(store.clone(), models, options).with_system_prompt(messages[0].text_content());
+    for name in tools {
+        agent = agent.with_tool(Arc::new(RecordedTool { name, results: results.clone() }));
+    }
+    let session = agent.create_session("replay").await.unwrap().id;
+    for (index, user) in messages.iter().filter(|m| m.role == Role::User).enumerate() {
+        agent
+            .run_turn(&session, user.text_content(), None)
+            .await
+            .unwrap_or_else(|e| panic!("turn {index}: {e}"));
+    }
+
+    let requests: Vec<ChatRequest> = large.requests();
+    for (i, request) in requests.iter().enumerate() {
+        let tokens = ApproxCounter.count_request(request);
+        assert!(tokens <= window, "request #{i}: {tokens} tokens over the {window}-token window");
+        phosphor_prune::check_tool_pairing(&request.messages)
+            .unwrap_or_else(|v| panic!("request #{i}: {v:?}"));
+    }
+    let stored = store.messages(&session).await.unwrap();
+    let history = store.history(&session).await.unwrap();
+    let state = history.first().filter(|m| m.is_summary).map(|m| SessionState::parse(&m.text_content()));
+    let state = state.unwrap_or_default();
+    let in_history = |text: &str| {
+        history.iter().any(|m| m.role == Role::User && !m.is_summary && m.text_content() == text)
+    };
+    let last_todo = history.iter().rev().flat_map(Message::tool_calls).find(|c| c.name == "TodoWrite");
+    let plan_in_history = |text: &str, status: &str| {
+        last_todo.is_some_and(|c| c.arguments.contains(text) && c.arguments.contains(status))
+    };
+    let file_in_history = |path: &str| {
+        history
+            .iter()
+            .flat_map(Message::tool_calls)
+            .any(|c| c.arguments.contains(&format!("\"file_path\":{}", serde_json::json!(path))))
+    };
+    SessionRun {
+        summaries: stored.iter().filter(|m| m.is_summary).count(),
+        tokens_sent: requests.iter().chain(&small.requests()).map(|r| ApproxCounter.count_request(r)).sum(),
+        peak_request: requests.iter().map(|r| ApproxCounter.count_request(r)).max().unwrap_or(0),
+        requests_present: facts
+            .requests
+            .iter()
+            .filter(|r| in_history(r) || state.requests.contains(r))
+            .count(),
+        plan_items: facts
+            .plan
+            .iter()
+            .filter(|(s, t)| {
+                plan_in_history(t, s) || state.plan.iter().any(|p| &p.status == s && &p.text == t)
+            })
+            .count(),
+        files_kept: facts
+            .files
+            .iter()
+            .filter(|(p, _)| file_in_history(p) || state.file_op(p).is_some())
+            .count(),
+    }
+}
+
+#[tokio::test]
+async fn masking_cuts_the_summaries_and_tokens_of_a_claude_code_style_session() {
+    let (messages, facts) = claude_code_session();
+    let mut sent = Vec::new();
+    for (name, options) in [("summaries only", summaries_only()), ("masking + summaries", Options::default())]
+    {
+        let run = replay_session(&messages, &facts, WINDOW, options).await;
+        eprintln!(
+            "Claude Code-style session, {WINDOW} window, {name}: {} summaries, {} tokens sent, peak request {}, \
+             requests {}/{}, plan items {}/{}, files {}/{}",
+            run.summaries,
+            run.tokens_sent,
+            run.peak_request,
+            run.requests_present,
+            facts.requests.len(),
+            run.plan_items,
+            facts.plan.len(),
+            run.files_kept,
+            facts.files.len(),
+        );
+        assert_eq!(run.requests_present, facts.requests.len(), "{name}");
+        assert_eq!(run.plan_items, facts.plan.len(), "{name}");
+        assert_eq!(run.files_kept, facts.files.len(), "{name}");
+        sent.push(run);
+    }
+    assert!(
+        sent[1].summaries < sent[0].summaries,
+        "masking wrote {:?}, summaries only {:?}",
+        sent[1],
+        sent[0]
+    );
+    assert!(sent[1].tokens_sent < sent[0].tokens_sent, "masking {:?}, summaries only {:?}", sent[1], sent[0]);
+}
+
+/// The window of the turn-by-turn replay of [`claude_code_session`]: a third of the session's tokens.
+const WINDOW: u64 = 16_000;

@@ -83,13 +83,14 @@ pub struct Options {
     #[schemars(range(min = 1.0, max = 2.0))]
     pub summarize_repeat_penalty: f64,
     /// Observation masking: at this fraction of the context window, the oldest tool outputs in
-    /// the request are replaced by one-line placeholders (the store keeps them whole), before any
-    /// summary is written. 0 turns it off. Below `summarize_threshold` it saves summaries; at or
-    /// above it, it runs just before a summary and may make it unneeded.
+    /// the request are replaced by one-line placeholders and long values in their calls' arguments
+    /// are cut short (the store keeps both whole), before any summary is written. 0 turns it off.
+    /// Below `summarize_threshold` it saves summaries; at or above it, it runs just before a
+    /// summary and may make it unneeded.
     #[schemars(range(min = 0, max = 1))]
     pub mask_threshold: f64,
-    /// Tokens of the newest tool outputs that masking leaves whole (at most an eighth of the
-    /// window is used).
+    /// Tokens of the newest tool calls and outputs that masking leaves whole (at most an eighth of
+    /// the window is used).
     pub mask_keep_recent_tokens: u64,
     /// The prompt profile (`.phosphor/profiles/<profile>/summarization.md.tpl`). With `default`, a local
     /// summarizer under 500 million parameters writes with the built-in `compact` profile instead,

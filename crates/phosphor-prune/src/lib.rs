@@ -49,7 +49,9 @@ pub use arguments::{
     COMMAND_KEYS, IDENTIFYING_MAX_CHARS, PATH_KEYS, PATHS_KEYS, is_identifying_key, prune_arguments,
 };
 pub use ladder::{OMITTED_OUTPUT, drop_oldest_turns, omit_oldest_tool_outputs};
-pub use masking::{MASKED_PREFIX, mask_tool_outputs, masked_output};
+pub use masking::{
+    MASKED_ARGUMENT_CHARS, MASKED_PREFIX, mask_tool_traffic, masked_argument_share, masked_output,
+};
 pub use pairing::{INTERRUPTED_RESULT, PairingViolation, check_tool_pairing, repair_tool_pairing};
 pub use prose::prune_assistant_prose;
 pub use turns::{keep_recent_split, keep_recent_split_by, turn_starts};

@@ -465,7 +465,7 @@ pub async fn run_strategies(
                 let keep = policy::mask_keep_budget(options, info.context_window);
                 let mut shown: Vec<Cow<'_, Message>> = messages.iter().map(Cow::Borrowed).collect();
                 if let Some(until) = policy::mask_point(messages, &counts, 0, keep, 0) {
-                    phosphor_prune::mask_tool_outputs(&mut shown, until);
+                    phosphor_prune::mask_tool_traffic(&mut shown, until);
                 }
                 shown.into_iter().map(Cow::into_owned).collect()
             }
