@@ -95,6 +95,16 @@ fn info(model: &str, window: u64) -> ModelInfo {
     }
 }
 
+/// Every request the session model was sent fits the window and pairs each tool call with its result.
+fn check_requests(requests: &[ChatRequest], window: u64) {
+    for (i, request) in requests.iter().enumerate() {
+        let tokens = ApproxCounter.count_request(request);
+        assert!(tokens <= window, "request #{i}: {tokens} tokens over the {window}-token window");
+        phosphor_prune::check_tool_pairing(&request.messages)
+            .unwrap_or_else(|v| panic!("request #{i}: {v:?}"));
+    }
+}
+
 /// Replays `turns` on a `window`-token model with `options`; with `compact_at_end`, also compacts
 /// the whole session once at the end (as `phosphor compact` would).
 async fn replay(turns: &[Turn], window: u64, options: Options, compact_at_end: bool) -> Figures {
@@ -128,12 +138,7 @@ async fn replay(turns: &[Turn], window: u64, options: Options, compact_at_end: b
 
     let requests: Vec<ChatRequest> = large.requests();
     let summary_requests: Vec<ChatRequest> = small.requests();
-    for (i, request) in requests.iter().enumerate() {
-        let tokens = ApproxCounter.count_request(request);
-        assert!(tokens <= window, "request #{i}: {tokens} tokens over the {window}-token window");
-        phosphor_prune::check_tool_pairing(&request.messages)
-            .unwrap_or_else(|v| panic!("request #{i}: {v:?}"));
-    }
+    check_requests(&requests, window);
     let stored = store.messages(&session).await.unwrap();
     let history = store.history(&session).await.unwrap();
     let state = history.first().filter(|m| m.is_summary).map(|m| SessionState::parse(&m.text_content()));
@@ -549,12 +554,7 @@ async fn replay_session(
     }
 
     let requests: Vec<ChatRequest> = large.requests();
-    for (i, request) in requests.iter().enumerate() {
-        let tokens = ApproxCounter.count_request(request);
-        assert!(tokens <= window, "request #{i}: {tokens} tokens over the {window}-token window");
-        phosphor_prune::check_tool_pairing(&request.messages)
-            .unwrap_or_else(|v| panic!("request #{i}: {v:?}"));
-    }
+    check_requests(&requests, window);
     let stored = store.messages(&session).await.unwrap();
     let history = store.history(&session).await.unwrap();
     let state = history.first().filter(|m| m.is_summary).map(|m| SessionState::parse(&m.text_content()));

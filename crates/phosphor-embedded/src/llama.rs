@@ -668,31 +668,24 @@ mod tests {
             for token in &recent {
                 chain.accept(*token);
             }
-            let mut candidates = LlamaTokenDataArray::from_iter(
-                logits
-                    .iter()
-                    .enumerate()
-                    .map(|(id, &logit)| LlamaTokenData::new(LlamaToken(id as i32), logit, 0.0)),
-                false,
-            );
-            candidates.apply_sampler(&mut chain);
-            let expected = candidates.selected_token().unwrap();
+            // What llama.cpp's `sampler` picks from these logits.
+            let pick = |sampler: &mut LlamaSampler| {
+                let mut candidates = LlamaTokenDataArray::from_iter(
+                    logits
+                        .iter()
+                        .enumerate()
+                        .map(|(id, &logit)| LlamaTokenData::new(LlamaToken(id as i32), logit, 0.0)),
+                    false,
+                );
+                candidates.apply_sampler(sampler);
+                candidates.selected_token().unwrap()
+            };
             assert_eq!(
                 penalized_argmax(&logits, Some(penalty), &recent),
-                expected,
+                pick(&mut chain),
                 "case {case}: penalty {penalty}, recent {recent:?}, logits {logits:?}"
             );
-
-            let mut greedy = LlamaSampler::greedy();
-            let mut candidates = LlamaTokenDataArray::from_iter(
-                logits
-                    .iter()
-                    .enumerate()
-                    .map(|(id, &logit)| LlamaTokenData::new(LlamaToken(id as i32), logit, 0.0)),
-                false,
-            );
-            candidates.apply_sampler(&mut greedy);
-            assert_eq!(penalized_argmax(&logits, None, &recent), candidates.selected_token().unwrap());
+            assert_eq!(penalized_argmax(&logits, None, &recent), pick(&mut LlamaSampler::greedy()));
         }
     }
 }

@@ -119,7 +119,7 @@ pub fn masked_argument_share(message: &Message) -> f64 {
         .tool_calls()
         .filter_map(|call| {
             prune_arguments(&call.arguments, MASKED_ARGUMENT_CHARS)
-                .map(|(cut, _)| call.arguments.len() - cut.len())
+                .map(|(cut, _)| call.arguments.len().saturating_sub(cut.len()))
         })
         .sum();
     if cleared == 0 {
