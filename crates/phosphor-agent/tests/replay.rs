@@ -254,8 +254,8 @@ async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured
             assert!(run.requests_present > 0, "{name}");
         }
         // Masking never writes more summaries. It can send more tokens in all: a summary it avoids
-        // leaves every later request larger than the summary would have (session 2: 1.06x at the
-        // default threshold, 1.21x at 0.6, docs/BENCHMARKS.md); this bound guards against that growing.
+        // leaves every later request larger than the summary would have (session 2: 1.21x,
+        // docs/BENCHMARKS.md); this bound guards against that growing.
         assert!(
             summaries[1] <= summaries[0],
             "masking wrote {} summaries, summaries only {}",
