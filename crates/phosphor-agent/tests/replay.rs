@@ -105,6 +105,15 @@ fn check_requests(requests: &[ChatRequest], window: u64) {
     }
 }
 
+/// What a replayed session ends with: every stored message, the history a model is shown, and the
+/// session-state trail of its summary (empty without one).
+async fn session_end(store: &SqliteStore, session: &str) -> (Vec<Message>, Vec<Message>, SessionState) {
+    let stored = store.messages(session).await.unwrap();
+    let history = store.history(session).await.unwrap();
+    let state = history.first().filter(|m| m.is_summary).map(|m| SessionState::parse(&m.text_content()));
+    (stored, history, state.unwrap_or_default())
+}
+
 /// Replays `turns` on a `window`-token model with `options`; with `compact_at_end`, also compacts
 /// the whole session once at the end (as `phosphor compact` would).
 async fn replay(turns: &[Turn], window: u64, options: Options, compact_at_end: bool) -> Figures {
@@ -139,10 +148,7 @@ async fn replay(turns: &[Turn], window: u64, options: Options, compact_at_end: b
     let requests: Vec<ChatRequest> = large.requests();
     let summary_requests: Vec<ChatRequest> = small.requests();
     check_requests(&requests, window);
-    let stored = store.messages(&session).await.unwrap();
-    let history = store.history(&session).await.unwrap();
-    let state = history.first().filter(|m| m.is_summary).map(|m| SessionState::parse(&m.text_content()));
-    let state = state.unwrap_or_default();
+    let (stored, history, state) = session_end(&store, &session).await;
 
     let user_texts: Vec<String> = turns.iter().map(|t| t.user.clone()).collect();
     let in_history = |text: &str| {
@@ -555,10 +561,7 @@ async fn replay_session(
 
     let requests: Vec<ChatRequest> = large.requests();
     check_requests(&requests, window);
-    let stored = store.messages(&session).await.unwrap();
-    let history = store.history(&session).await.unwrap();
-    let state = history.first().filter(|m| m.is_summary).map(|m| SessionState::parse(&m.text_content()));
-    let state = state.unwrap_or_default();
+    let (stored, history, state) = session_end(&store, &session).await;
     let in_history = |text: &str| {
         history.iter().any(|m| m.role == Role::User && !m.is_summary && m.text_content() == text)
     };
