@@ -69,7 +69,8 @@ async fn a_long_session_over_http_compacts_and_continues_from_the_summary() {
     let server = MockServer::start(script).await;
 
     let store = Arc::new(SqliteStore::in_memory().await.unwrap());
-    let options = Options { summarize_threshold: 0.5, ..Options::default() };
+    // Masking off: this test follows the summary path (masking is tested in phosphor-agent).
+    let options = Options { summarize_threshold: 0.5, mask_threshold: 0.0, ..Options::default() };
     let agent = SessionAgent::new(store.clone(), Models::new(model(&server, 4000)), options)
         .with_system_prompt("You are a test agent.")
         .with_tool(Arc::new(ReadFile { line: "fn main() {}\n", times: 100 }));

@@ -134,7 +134,8 @@ async fn threshold_trigger_follows_the_spec_steps_and_keeps_the_new_prompt_verba
     let mut scripts = fill_scripts(4);
     scripts.push(text_turn("## Goal\nRead the files.\n## Next steps\nNone.", usage(900, 20)));
     scripts.push(text_turn("Answer after compaction.", usage(300, 5)));
-    let options = Options { summarize_threshold: 0.5, ..Options::default() };
+    // Masking off: this test follows the summary steps alone (masking is tested in `long_turns.rs`).
+    let options = Options { summarize_threshold: 0.5, mask_threshold: 0.0, ..Options::default() };
     let h = harness(ScriptedModel::new(scripts).with_info(info(4000, 256)), options).await;
     fill(&h, 4).await;
     let before = h.store.session(&h.session).await.unwrap().unwrap();

@@ -113,7 +113,7 @@ impl Default for Options {
             summarize_max_per_turn: 8,
             summarize_state_max_tokens: 8_000,
             summarize_repeat_penalty: 1.0,
-            mask_threshold: 0.6,
+            mask_threshold: 0.4,
             mask_keep_recent_tokens: 8_000,
             profile: "default".to_owned(),
         }
@@ -948,7 +948,7 @@ mod tests {
                 "summarize_max_per_turn": 8,
                 "summarize_state_max_tokens": 8000,
                 "summarize_repeat_penalty": 1.0,
-                "mask_threshold": 0.6,
+                "mask_threshold": 0.4,
                 "mask_keep_recent_tokens": 8000,
                 "profile": "default"
             },
