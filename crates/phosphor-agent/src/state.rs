@@ -244,6 +244,12 @@ impl SessionState {
             && self.errors.is_empty()
     }
 
+    /// Whether the trail holds `command`, in the one-line form it keeps (cut short where long).
+    pub fn has_command(&self, command: &str) -> bool {
+        let line = clip(command);
+        self.commands.iter().any(|r| r.command == line)
+    }
+
     /// The last operation on `path`, if the trail has it.
     pub fn file_op(&self, path: &str) -> Option<FileOp> {
         self.files.iter().rev().find(|(p, _)| p == path).map(|(_, op)| *op)

@@ -20,6 +20,7 @@
 //! overall score the mean of the kinds that have probes. Scores are shares, 0 to 1.
 
 pub mod aider;
+pub mod claude_code;
 pub mod judge;
 pub mod probes;
 pub mod report;
