@@ -273,7 +273,8 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
 
 /// The ladder of ever smaller summarizer inputs (ARCHITECTURE.md, "Shedding ladder"): 0 standard
 /// pruning (and, at every level, assistant prose before the newest folded turn cut to
-/// `summarize_assistant_text_chars`); 1 aggressive pruning; 2 every tool output omitted; 3.. the oldest turns
+/// `summarize_assistant_text_chars`, and every plan write but the latest reduced to a note,
+/// `state::elide_superseded_plans`); 1 aggressive pruning; 2 every tool output omitted; 3.. the oldest turns
 /// dropped one at a time (never the previous summary, which is in the prompt, nor the latest turn).
 pub struct Ladder<'a> {
     fold: &'a [Message],
@@ -305,6 +306,7 @@ impl<'a> Ladder<'a> {
             newest_turn,
             self.options.summarize_assistant_text_chars,
         );
+        crate::state::elide_superseded_plans(&mut input);
         if level >= 2 {
             phosphor_prune::omit_oldest_tool_outputs(&mut input, usize::MAX);
         }

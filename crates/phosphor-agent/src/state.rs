@@ -13,6 +13,7 @@
 //! The rules that recognise files, commands and plans are documented in docs/ARCHITECTURE.md
 //! ("The session-state trail").
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use phosphor_core::{Message, Part, Role, TokenCounter};
@@ -418,6 +419,35 @@ fn heading_at(text: &str, heading: &str) -> Option<usize> {
         .last()
 }
 
+/// What a superseded plan write's arguments become in a summary request.
+pub const SUPERSEDED_PLAN_KEY: &str = "superseded";
+
+/// In a summary request's input, the arguments of every plan write but the latest become
+/// `{"superseded": "a plan of N items, replaced by a later one"}`: the latest plan is in the input
+/// whole and in the trail, and a coding agent rewrites its whole list at every step (Claude Code's
+/// `TodoWrite`), so the older lists would fill the request with copies. The calls themselves, and
+/// their results, stay. Returns how many were replaced.
+pub(crate) fn elide_superseded_plans(messages: &mut [Cow<'_, Message>]) -> usize {
+    let mut plans: Vec<(usize, usize, usize)> = Vec::new();
+    for (m, message) in messages.iter().enumerate() {
+        for (p, part) in message.parts.iter().enumerate() {
+            let Part::ToolCall(call) = part else { continue };
+            let Ok(args) = serde_json::from_str::<Value>(&call.arguments) else { continue };
+            if let Some(plan) = find_plan(&args, 0) {
+                plans.push((m, p, plan.len()));
+            }
+        }
+    }
+    let Some((_, superseded)) = plans.split_last() else { return 0 };
+    for &(m, p, items) in superseded {
+        if let Part::ToolCall(call) = &mut messages[m].to_mut().parts[p] {
+            let note = format!("a plan of {items} items, replaced by a later one");
+            call.arguments = serde_json::json!({ SUPERSEDED_PLAN_KEY: note }).to_string();
+        }
+    }
+    superseded.len()
+}
+
 /// The summary text without its trail (the trail is merged separately).
 pub fn strip(text: &str) -> &str {
     split(text).map_or(text, |(summary, _)| summary)
@@ -764,6 +794,39 @@ mod tests {
 
     fn files(state: &SessionState) -> Vec<(&str, FileOp)> {
         state.files.iter().map(|(p, op)| (p.as_str(), *op)).collect()
+    }
+
+    #[test]
+    fn every_plan_write_but_the_latest_is_a_note_in_the_summary_input() {
+        let todos = |status: &str| {
+            format!(
+                r#"{{"todos": [{{"content": "Add the retry", "status": "{status}"}}, {{"content": "Test it", "status": "pending"}}]}}"#
+            )
+        };
+        let messages = [
+            call("1", "TodoWrite", &todos("pending")),
+            result("1", "TodoWrite", "ok", false),
+            call("2", "read_file", r#"{"path": "src/lib.rs"}"#),
+            result("2", "read_file", "fn main() {}", false),
+            call("3", "update_plan", &todos("in_progress").replace("todos", "plan")),
+            result("3", "update_plan", "ok", false),
+            call("4", "TodoWrite", &todos("completed")),
+            result("4", "TodoWrite", "ok", false),
+        ];
+        let mut input: Vec<Cow<'_, Message>> = messages.iter().map(Cow::Borrowed).collect();
+        assert_eq!(elide_superseded_plans(&mut input), 2);
+        let arguments: Vec<&str> =
+            input.iter().flat_map(|m| m.tool_calls()).map(|c| c.arguments.as_str()).collect();
+        let note = r#"{"superseded":"a plan of 2 items, replaced by a later one"}"#;
+        assert_eq!(arguments, [note, r#"{"path": "src/lib.rs"}"#, note, todos("completed").as_str()]);
+        // The calls, their ids and their results stay, and the messages not changed are not copied.
+        phosphor_prune::check_tool_pairing(&input.iter().map(|m| m.clone().into_owned()).collect::<Vec<_>>())
+            .unwrap();
+        assert!(matches!(input[2], Cow::Borrowed(_)) && matches!(input[6], Cow::Borrowed(_)));
+        // The trail still has the latest plan; a single plan write is left as it is.
+        assert_eq!(SessionState::collect(input.iter().map(|m| &**m)).plan[0].status, "completed");
+        let mut one: Vec<Cow<'_, Message>> = messages[..2].iter().map(Cow::Borrowed).collect();
+        assert_eq!(elide_superseded_plans(&mut one), 0);
     }
 
     #[test]

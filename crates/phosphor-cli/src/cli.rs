@@ -144,7 +144,8 @@ pub struct CompactArgs {
 #[derive(Debug, Args)]
 pub struct EvalArgs {
     /// Transcripts (OpenAI chat-completions JSON, JSON lines, or {"messages": [...]}); a `.md` file is
-    /// an aider chat history, each session of three turns or more its own transcript.
+    /// an aider chat history, each session of three turns or more its own transcript; a Claude Code
+    /// session log (`~/.claude/projects/*/*.jsonl`) gives one transcript per session.
     #[arg(long, short, value_name = "FILE", required = true, num_args = 1..)]
     pub input: Vec<PathBuf>,
 

@@ -5,7 +5,7 @@ use std::fs;
 
 use anyhow::{Context, Result, bail};
 use phosphor_agent::eval::{
-    self, EvalSetup, EvalTranscript, Judge, Strategy, Windowed, aider, report, split_system,
+    self, EvalSetup, EvalTranscript, Judge, Strategy, Windowed, aider, claude_code, report, split_system,
 };
 use phosphor_agent::{AgentSettings, SessionAgent};
 use phosphor_prompt::Profiles;
@@ -87,9 +87,22 @@ fn dedup(strategies: Vec<Strategy>) -> Vec<Strategy> {
 }
 
 /// The transcripts of one input: one for a transcript file, one per session of three turns or more
-/// for an aider history (`.md`, named `FILE#N` by session number).
+/// for an aider history (`.md`), one per session for a Claude Code session log (named `FILE#N` by
+/// session number in both).
 fn read(path: &std::path::Path) -> Result<Vec<EvalTranscript>> {
     let (text, source) = transcript::read_input(path)?;
+    if claude_code::is_session_log(&text) {
+        let sessions = claude_code::sessions(&text).map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
+        return Ok(sessions
+            .into_iter()
+            .enumerate()
+            .map(|(index, session)| EvalTranscript {
+                source: format!("{source}#{}", index + 1),
+                system_prompt: String::new(),
+                messages: session.messages,
+            })
+            .collect());
+    }
     if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("md")) {
         return Ok(aider::sessions(&text)
             .into_iter()
@@ -111,4 +124,39 @@ fn read(path: &std::path::Path) -> Result<Vec<EvalTranscript>> {
         bail!("{source}: nothing to evaluate: the transcript has no messages besides the system prompt");
     }
     Ok(vec![EvalTranscript { source, system_prompt, messages: rest.to_vec() }])
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_claude_code_session_log_is_one_transcript_per_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let line = |session: &str, kind: &str, content: &str| {
+            format!(
+                r#"{{"type":"{kind}","sessionId":"{session}","message":{{"id":"m-{session}","role":"{kind}","content":{content}}}}}"#
+            )
+        };
+        let log = [
+            line("a", "user", r#""Fix the build""#),
+            line("a", "assistant", r#"[{"type":"text","text":"Fixed."}]"#),
+            line("b", "user", r#""Add a test""#),
+            line("b", "assistant", r#"[{"type":"text","text":"Added."}]"#),
+        ]
+        .join("\n");
+        std::fs::write(&path, log).unwrap();
+        let transcripts = read(&path).unwrap();
+        let names: Vec<String> = transcripts.iter().map(|t| t.source.clone()).collect();
+        let source = path.display().to_string();
+        assert_eq!(names, [format!("{source}#1"), format!("{source}#2")]);
+        assert_eq!(transcripts[1].messages[0].text_content(), "Add a test");
+
+        std::fs::write(&path, format!("{}\nnot json", line("a", "user", r#""Fix""#))).unwrap();
+        let err = read(&path).unwrap_err().to_string();
+        assert_eq!(err, format!("{source}: line 2: not a JSON object: expected ident at line 1 column 2"));
+    }
 }
