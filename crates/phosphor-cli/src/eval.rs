@@ -157,6 +157,6 @@ mod tests {
 
         std::fs::write(&path, format!("{}\nnot json", line("a", "user", r#""Fix""#))).unwrap();
         let err = read(&path).unwrap_err().to_string();
-        assert_eq!(err, format!("{source}: line 2: not a JSON object: expected ident at line 1 column 2"));
+        assert!(err.starts_with(&format!("{source}: line 2, column 2: not JSON")), "{err}");
     }
 }

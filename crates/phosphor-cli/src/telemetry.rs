@@ -72,13 +72,15 @@ pub fn init(verbose: u8) -> Telemetry {
 #[cfg(feature = "otel")]
 const EXPORT_FILTER: &str = "warn,phosphor=info";
 
-/// What is printed on stderr: `RUST_LOG` when set, otherwise `-v` picks the level.
+/// What is printed on stderr: `RUST_LOG` when set, otherwise `-v` picks the level. Below `-vv`,
+/// sqlx's warnings are not printed: its only one is a statement that took over a second, which a
+/// busy machine's disk can cause and a user cannot act on (it broke tests that read stderr).
 fn log_filter(verbose: u8) -> EnvFilter {
     match std::env::var("RUST_LOG") {
         Ok(directives) if !directives.trim().is_empty() => EnvFilter::new(directives),
         _ => EnvFilter::new(match verbose {
-            0 => "warn",
-            1 => "warn,phosphor=info",
+            0 => "warn,sqlx=error",
+            1 => "warn,sqlx=error,phosphor=info",
             2 => "info,phosphor=debug",
             _ => "debug,phosphor=trace",
         }),

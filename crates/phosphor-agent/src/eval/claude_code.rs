@@ -10,8 +10,11 @@
 //!   lines with the same `message.id` make one assistant message: `text` blocks its text,
 //!   `thinking` blocks its reasoning, `tool_use` blocks its calls (the `input` object as the
 //!   arguments' JSON text);
-//! - lines of another type (`summary`, the title Claude Code gives a session), a subagent's own
-//!   conversation (`isSidechain`) and Claude Code's notes to the model (`isMeta`) are skipped;
+//! - lines of another type (`summary`, the title Claude Code gives a session; file history
+//!   snapshots), a subagent's own conversation (`isSidechain`) and Claude Code's own notes
+//!   (`isMeta`: caveats about local commands and the like, shown to the model but not written by
+//!   the user, so not to be taken for requests) are skipped; an image a user sends is [`IMAGE`] in
+//!   the text;
 //! - a call the log never answers (the session was cut off mid-call) is dropped, as is a result
 //!   that answers no call, and a message left empty by that.
 //!
@@ -35,13 +38,21 @@ pub struct Session {
     pub messages: Vec<Message>,
 }
 
-/// Whether `text` looks like a Claude Code session log: its first line is an object with a
-/// `sessionId` or a `type` of `summary`, and no `role` (an OpenAI message per line has one).
+/// Whether `text` looks like a Claude Code session log: its first line that is an object with a
+/// `type` of `user` or `assistant` has a `message` and no `role` of its own (an OpenAI message per
+/// line has a `role` and no such `type`). Lines before it, such as a `summary` or a file history
+/// snapshot, do not decide.
 pub fn is_session_log(text: &str) -> bool {
-    let first = text.lines().map(str::trim).find(|l| !l.is_empty());
-    let Some(Ok(Value::Object(line))) = first.map(serde_json::from_str::<Value>) else { return false };
-    !line.contains_key("role")
-        && (line.contains_key("sessionId") || line.get("type").and_then(Value::as_str) == Some("summary"))
+    text.lines()
+        .filter_map(|line| match serde_json::from_str::<Value>(line.trim()) {
+            Ok(Value::Object(line)) => Some(line),
+            _ => None,
+        })
+        .find_map(|line| match line.get("type").and_then(Value::as_str) {
+            Some("user" | "assistant") => Some(line.contains_key("message") && !line.contains_key("role")),
+            _ => None,
+        })
+        .unwrap_or(false)
 }
 
 /// The sessions of a log, or an error naming the first line that is not a JSON object or whose
@@ -53,8 +64,12 @@ pub fn sessions(text: &str) -> Result<Vec<Session>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let value: Value =
-            serde_json::from_str(line).map_err(|e| format!("line {number}: not a JSON object: {e}"))?;
+        let value: Value = serde_json::from_str(line).map_err(|e| {
+            // serde_json's message ends with its own position, which would name line 1.
+            let text = e.to_string();
+            let reason = text.split(" at line ").next().unwrap_or(&text);
+            format!("line {number}, column {}: not JSON ({reason})", e.column())
+        })?;
         let Value::Object(entry) = value else {
             return Err(format!("line {number}: not a JSON object (a session log has one object per line)"));
         };
@@ -134,6 +149,7 @@ fn user_messages(content: &Value) -> Result<Vec<Message>, String> {
                 messages.push(Message::tool_result(call_id, "", block_text(block.get("content")), is_error));
             }
             Some("text") => texts.push(block.get("text").and_then(Value::as_str).unwrap_or_default()),
+            Some("image") => texts.push(IMAGE),
             _ => {}
         }
     }
@@ -149,9 +165,10 @@ fn block_text(content: Option<&Value>) -> String {
         Some(Value::String(text)) => text.clone(),
         Some(Value::Array(blocks)) => blocks
             .iter()
-            .map(|b| match b.get("type").and_then(Value::as_str) {
-                Some("image") => IMAGE.to_owned(),
-                _ => b.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            .filter_map(|b| match b.get("type").and_then(Value::as_str) {
+                Some("image") => Some(IMAGE),
+                Some("text") => b.get("text").and_then(Value::as_str),
+                _ => None,
             })
             .collect::<Vec<_>>()
             .join("\n"),
@@ -196,13 +213,15 @@ mod tests {
 
     use super::*;
 
-    const LOG: &str = r#"{"type":"summary","summary":"Retry","leafUuid":"x"}
+    const LOG: &str = r#"{"type":"file-history-snapshot","messageId":"m0","snapshot":{}}
+{"type":"summary","summary":"Retry","leafUuid":"x"}
 {"type":"user","sessionId":"s1","message":{"role":"user","content":"Add a retry to src/client.rs"}}
 {"type":"assistant","sessionId":"s1","message":{"id":"msg_1","role":"assistant","model":"claude-sonnet-4","content":[{"type":"text","text":"Reading it first."}]}}
 {"type":"assistant","sessionId":"s1","message":{"id":"msg_1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Read","input":{"file_path":"src/client.rs"}}]}}
 {"type":"assistant","sessionId":"s1","message":{"id":"msg_1","role":"assistant","content":[{"type":"tool_use","id":"toolu_2","name":"Bash","input":{"command":"cargo test"}}]}}
 {"type":"user","sessionId":"s1","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"fn get() {}"}]}}
-{"type":"user","sessionId":"s1","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","is_error":true,"content":[{"type":"text","text":"error: 1 failed"},{"type":"image","source":{}}]}]}}
+{"type":"user","sessionId":"s1","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","is_error":true,"content":[{"type":"text","text":"error: 1 failed"},{"type":"image","source":{}},{"type":"document"}]}]}}
+{"type":"user","sessionId":"s1","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","content":"answers no call"}]}}
 {"type":"user","sessionId":"s1","isSidechain":true,"message":{"role":"user","content":"a subagent's prompt"}}
 {"type":"user","sessionId":"s1","isMeta":true,"message":{"role":"user","content":"Caveat: local commands"}}
 {"type":"assistant","sessionId":"s1","message":{"id":"msg_2","role":"assistant","content":[{"type":"thinking","thinking":"Fix it."},{"type":"text","text":"Done."}]}}
@@ -215,6 +234,7 @@ mod tests {
         assert!(is_session_log(LOG));
         assert!(!is_session_log(r#"{"role":"user","content":"hi"}"#));
         assert!(!is_session_log("[]"));
+        assert!(!is_session_log(r#"{"type":"user","role":"user","message":{}}"#));
         let sessions = sessions(LOG).unwrap();
         assert_eq!(sessions.len(), 2);
         let s1 = &sessions[0].messages;
@@ -244,7 +264,7 @@ mod tests {
     #[test]
     fn a_line_that_is_not_an_object_is_named() {
         let err = sessions("{\"type\":\"summary\"}\nnot json\n").unwrap_err();
-        assert!(err.starts_with("line 2: not a JSON object"), "{err}");
+        assert_eq!(err, "line 2, column 2: not JSON (expected ident)");
         let err = sessions("[1]\n").unwrap_err();
         assert!(err.starts_with("line 1: not a JSON object"), "{err}");
         let err = sessions(r#"{"type":"assistant","sessionId":"s","message":{"content":7}}"#).unwrap_err();
