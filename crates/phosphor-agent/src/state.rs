@@ -545,8 +545,11 @@ fn cut_to(request: &str, room: u64, always: bool, counter: &dyn TokenCounter) ->
     }
 }
 
+/// What stands for a line break in a trail line (a multi-line command is kept on one line).
+pub(crate) const LINE_BREAK: &str = " ⏎ ";
+
 fn clip(text: &str) -> String {
-    let one_line = text.trim().replace('\n', " ⏎ ");
+    let one_line = text.trim().replace('\n', LINE_BREAK);
     match one_line.char_indices().nth(MAX_LINE_CHARS) {
         Some((cut, _)) => format!("{}…", &one_line[..cut]),
         None => one_line,

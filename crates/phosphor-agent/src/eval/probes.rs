@@ -218,7 +218,8 @@ fn artifact(messages: &[Message]) -> Vec<Probe> {
         })
         .collect();
     probes.extend(state.commands.iter().map(|run| {
-        let key = clip(&run.command);
+        // The trail keeps a multi-line command on one line; its first line is what the history holds.
+        let key = clip(run.command.split(crate::state::LINE_BREAK).next().unwrap_or_default());
         let outcome = if run.outcome.is_empty() { "no result was seen" } else { &run.outcome };
         Probe {
             kind: ProbeKind::Artifact,
@@ -488,6 +489,21 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn a_multi_line_command_is_probed_by_its_first_line_which_the_history_holds() {
+        let messages = [
+            Message::user("Check the mapping."),
+            call("c1", "Bash", serde_json::json!({"command": "python -c \"\nimport sys\nprint(sys.path)\""})),
+            result("c1", "Bash", "['']", false),
+            Message::user("Go on."),
+        ];
+        let probes = derive(&messages);
+        let artifact = of(&probes, ProbeKind::Artifact);
+        assert_eq!(artifact, [(vec!["python -c \"".to_owned()], "It ran: done.".to_owned())]);
+        let context = normalize(&context_text(&messages));
+        assert!(context.contains(&normalize(&artifact[0].0[0])), "{context}");
     }
 
     #[test]
