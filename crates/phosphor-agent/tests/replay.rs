@@ -603,33 +603,12 @@ async fn real_claude_code_sessions_keep_requests_plan_files_and_commands_and_mas
         let bound = if transcript > 30_000 { 0.2 } else { 0.5 };
         assert!(ratio < bound, "{name}: the summary request is {ratio:.3} of the transcript");
 
-        let (mut sent, mut summaries) = (Vec::new(), Vec::new());
-        for (strategy, options) in
-            [("summaries only", summaries_only()), ("masking + summaries", Options::default())]
-        {
-            let run = replay_session(messages, &facts, REAL_WINDOW, options).await;
-            eprintln!(
-                "{name}, {REAL_WINDOW} window, {strategy}: {} summaries, {} tokens sent ({} not in a prompt cache), \
-                 peak request {}, requests {}/{}, plan items {}/{}, files {}/{}",
-                run.summaries,
-                run.tokens_sent,
-                run.uncached_tokens,
-                run.peak_request,
-                run.requests_present,
-                facts.requests.len(),
-                run.plan_items,
-                facts.plan.len(),
-                run.files_kept,
-                facts.files.len(),
-            );
-            assert_eq!(run.requests_present, facts.requests.len(), "{name}, {strategy}");
-            assert_eq!(run.plan_items, facts.plan.len(), "{name}, {strategy}");
-            assert_eq!(run.files_kept, facts.files.len(), "{name}, {strategy}");
-            sent.push(run.tokens_sent);
-            summaries.push(run.summaries);
-        }
-        assert!(summaries[1] <= summaries[0], "{name}: masking wrote {summaries:?} summaries");
-        assert!(sent[1] < sent[0], "{name}: masking sent {sent:?} tokens");
+        let [alone, masked] = replay_both_ways(&name, messages, &facts, REAL_WINDOW).await;
+        assert!(masked.summaries <= alone.summaries, "{name}: masking {masked:?}, summaries only {alone:?}");
+        assert!(
+            masked.tokens_sent < alone.tokens_sent,
+            "{name}: masking {masked:?}, summaries only {alone:?}"
+        );
     }
 }
 
@@ -783,13 +762,27 @@ async fn replay_session(
 #[tokio::test]
 async fn masking_cuts_the_summaries_and_tokens_of_a_claude_code_style_session() {
     let (messages, facts) = claude_code_session();
-    let mut sent = Vec::new();
-    for (name, options) in [("summaries only", summaries_only()), ("masking + summaries", Options::default())]
+    let [alone, masked] = replay_both_ways("Claude Code-style session", &messages, &facts, WINDOW).await;
+    assert!(masked.summaries < alone.summaries, "masking {masked:?}, summaries only {alone:?}");
+    assert!(masked.tokens_sent < alone.tokens_sent, "masking {masked:?}, summaries only {alone:?}");
+}
+
+/// [`replay_session`] with summaries only, then with masking (the defaults): prints both runs and
+/// checks that each keeps every request, the latest plan and every file.
+async fn replay_both_ways(
+    name: &str,
+    messages: &[Message],
+    facts: &ClaudeCodeFacts,
+    window: u64,
+) -> [SessionRun; 2] {
+    let mut runs = Vec::new();
+    for (strategy, options) in
+        [("summaries only", summaries_only()), ("masking + summaries", Options::default())]
     {
-        let run = replay_session(&messages, &facts, WINDOW, options).await;
+        let run = replay_session(messages, facts, window, options).await;
         eprintln!(
-            "Claude Code-style session, {WINDOW} window, {name}: {} summaries, {} tokens sent ({} not in a \
-             prompt cache), peak request {}, requests {}/{}, plan items {}/{}, files {}/{}",
+            "{name}, {window} window, {strategy}: {} summaries, {} tokens sent ({} not in a prompt cache), \
+             peak request {}, requests {}/{}, plan items {}/{}, files {}/{}",
             run.summaries,
             run.tokens_sent,
             run.uncached_tokens,
@@ -801,18 +794,12 @@ async fn masking_cuts_the_summaries_and_tokens_of_a_claude_code_style_session() 
             run.files_kept,
             facts.files.len(),
         );
-        assert_eq!(run.requests_present, facts.requests.len(), "{name}");
-        assert_eq!(run.plan_items, facts.plan.len(), "{name}");
-        assert_eq!(run.files_kept, facts.files.len(), "{name}");
-        sent.push(run);
+        assert_eq!(run.requests_present, facts.requests.len(), "{name}, {strategy}");
+        assert_eq!(run.plan_items, facts.plan.len(), "{name}, {strategy}");
+        assert_eq!(run.files_kept, facts.files.len(), "{name}, {strategy}");
+        runs.push(run);
     }
-    assert!(
-        sent[1].summaries < sent[0].summaries,
-        "masking wrote {:?}, summaries only {:?}",
-        sent[1],
-        sent[0]
-    );
-    assert!(sent[1].tokens_sent < sent[0].tokens_sent, "masking {:?}, summaries only {:?}", sent[1], sent[0]);
+    runs.try_into().unwrap()
 }
 
 /// The window of the turn-by-turn replay of [`claude_code_session`]: a third of the session's tokens.
