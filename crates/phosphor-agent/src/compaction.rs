@@ -18,7 +18,7 @@ use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy::{self, KeepBudget};
 use crate::repetition;
-use crate::shown::{SUMMARY_PREFIX, masked_len, shown_ledger, summary_as_context};
+use crate::shown::{SUMMARY_PREFIX, TRANSCRIPT_INTRO, masked_len, shown_ledger, transcript};
 use crate::state::{self, SessionState};
 
 /// What a compaction did.
@@ -425,8 +425,13 @@ impl Drop for SummaryGuard {
     }
 }
 
-/// The summarizer's request: the rendered instructions, the previous summary when the template
-/// does not carry it (`carried`), the pruned history, and a closing ask.
+/// What closes a summary request.
+const SUMMARY_ASK: &str = "Write the summary of the conversation above now, following the instructions in the system message. \
+     Output only the summary.";
+
+/// The summarizer's request: the rendered instructions as the system message, then one user
+/// message with the previous summary when the template does not carry it (`carried`), the pruned
+/// history as a transcript ([`transcript`]) and a closing ask.
 fn summary_request(
     prompt: &str,
     carried: Option<&str>,
@@ -435,19 +440,25 @@ fn summary_request(
     repeat_penalty: f32,
     session_id: &str,
 ) -> ChatRequest {
-    let mut messages = Vec::with_capacity(input.len() + 3);
-    messages.push(Message::system(prompt));
+    let mut head = String::new();
     if let Some(previous) = carried {
-        messages.push(Message::user(format!("{SUMMARY_PREFIX}{previous}")));
+        head = format!("{SUMMARY_PREFIX}{previous}\n\n");
     }
+    head.push_str(TRANSCRIPT_INTRO);
+    head.push_str("\n\n");
     let repaired = phosphor_prune::repair_tool_pairing(input);
-    messages.extend(repaired.iter().map(|m| summary_as_context(m).into_owned()));
-    messages.push(Message::user(
-        "Write the summary of the conversation above now, following the instructions in the system message. \
-         Output only the summary.",
-    ));
+    let mut parts = vec![Part::Text { text: head }];
+    for part in transcript(repaired.iter().map(|m| m.as_ref()))
+        .into_iter()
+        .chain([Part::Text { text: format!("\n\n{SUMMARY_ASK}") }])
+    {
+        match (parts.last_mut(), part) {
+            (Some(Part::Text { text }), Part::Text { text: more }) => text.push_str(&more),
+            (_, part) => parts.push(part),
+        }
+    }
     ChatRequest {
-        messages,
+        messages: vec![Message::system(prompt), Message::new(Role::User, parts)],
         tools: Vec::new(),
         max_output_tokens: Some(reserve),
         temperature: Some(0.0),

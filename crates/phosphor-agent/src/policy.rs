@@ -273,7 +273,7 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
 
 /// The ladder of ever smaller summarizer inputs (ARCHITECTURE.md, "Shedding ladder"): 0 standard
 /// pruning (and, at every level, assistant prose before the newest folded turn cut to
-/// `summarize_assistant_text_chars`, and every plan write but the latest reduced to a note,
+/// `summarize_assistant_text_chars`, and every plan write but the latest left out,
 /// `state::elide_superseded_plans`); 1 aggressive pruning; 2 every tool output omitted; 3.. the oldest turns
 /// dropped one at a time (never the previous summary, which is in the prompt, nor the latest turn).
 pub struct Ladder<'a> {

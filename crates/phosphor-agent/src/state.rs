@@ -14,7 +14,7 @@
 //! ("The session-state trail").
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use phosphor_core::{Message, Part, Role, TokenCounter};
 use phosphor_prune::{COMMAND_KEYS, PATH_KEYS, PATHS_KEYS, truncate_chars};
@@ -419,33 +419,53 @@ fn heading_at(text: &str, heading: &str) -> Option<usize> {
         .last()
 }
 
-/// What a superseded plan write's arguments become in a summary request.
-pub const SUPERSEDED_PLAN_KEY: &str = "superseded";
-
-/// In a summary request's input, the arguments of every plan write but the latest become
-/// `{"superseded": "a plan of N items, replaced by a later one"}`: the latest plan is in the input
-/// whole and in the trail, and a coding agent rewrites its whole list at every step (Claude Code's
-/// `TodoWrite`), so the older lists would fill the request with copies. The calls themselves, and
-/// their results, stay. Returns how many were replaced.
-pub(crate) fn elide_superseded_plans(messages: &mut [Cow<'_, Message>]) -> usize {
-    let mut plans: Vec<(usize, usize, usize)> = Vec::new();
+/// In a summary request's input, every plan write but the latest is left out, call and result:
+/// the latest plan is in the input whole and in the trail, and a coding agent rewrites its whole
+/// list at every step (Claude Code's `TodoWrite`, 13 times in a real 124-message session), so the
+/// older lists and their acknowledgements would fill the request with copies. Text beside a
+/// removed call stays; a message left with nothing is removed. Returns how many were left out.
+pub(crate) fn elide_superseded_plans(messages: &mut Vec<Cow<'_, Message>>) -> usize {
+    // Where each plan write is, (message, part); then where its result is (ids may repeat in an
+    // imported transcript: the first result with its id after the call).
+    let mut plans: Vec<(usize, usize)> = Vec::new();
     for (m, message) in messages.iter().enumerate() {
         for (p, part) in message.parts.iter().enumerate() {
             let Part::ToolCall(call) = part else { continue };
             let Ok(args) = serde_json::from_str::<Value>(&call.arguments) else { continue };
-            if let Some(plan) = find_plan(&args, 0) {
-                plans.push((m, p, plan.len()));
+            if find_plan(&args, 0).is_some() {
+                plans.push((m, p));
             }
         }
     }
     let Some((_, superseded)) = plans.split_last() else { return 0 };
-    for &(m, p, items) in superseded {
-        if let Part::ToolCall(call) = &mut messages[m].to_mut().parts[p] {
-            let plural = if items == 1 { "" } else { "s" };
-            let note = format!("a plan of {items} item{plural}, replaced by a later one");
-            call.arguments = serde_json::json!({ SUPERSEDED_PLAN_KEY: note }).to_string();
-        }
+    let mut left_out: HashSet<(usize, usize)> = superseded.iter().copied().collect();
+    for &(m, p) in superseded {
+        let Part::ToolCall(call) = &messages[m].parts[p] else { continue };
+        let result = messages.iter().enumerate().skip(m + 1).find_map(|(r, message)| {
+            message.parts.iter().enumerate().find_map(|(q, part)| match part {
+                Part::ToolResult(result) if result.call_id == call.id && !left_out.contains(&(r, q)) => {
+                    Some((r, q))
+                }
+                _ => None,
+            })
+        });
+        left_out.extend(result);
     }
+    let mut index = 0;
+    messages.retain_mut(|message| {
+        let m = index;
+        index += 1;
+        if !(0..message.parts.len()).any(|p| left_out.contains(&(m, p))) {
+            return true;
+        }
+        let parts = &mut message.to_mut().parts;
+        let mut p = 0;
+        parts.retain(|_| {
+            p += 1;
+            !left_out.contains(&(m, p - 1))
+        });
+        parts.iter().any(|part| !matches!(part, Part::Finish { .. }))
+    });
     superseded.len()
 }
 
@@ -623,9 +643,15 @@ fn patch_files(text: &str, files: &mut Vec<(String, FileOp)>) {
     }
 }
 
-/// Keys whose presence means the call changes a file in place.
-const EDIT_KEYS: &[&str] =
-    &["old_string", "new_string", "old_str", "new_str", "old_text", "new_text", "edits", "diff"];
+/// Keys whose presence means the call changes a file in place: either text of an edit pair
+/// ([`phosphor_prune::EDIT_TEXT_PAIRS`]), a list of edits, a diff.
+fn is_edit_key(key: &str) -> bool {
+    phosphor_prune::EDIT_TEXT_PAIRS
+        .iter()
+        .any(|(old, new)| key.eq_ignore_ascii_case(old) || key.eq_ignore_ascii_case(new))
+        || ["edits", "diff"].contains(&key)
+}
+
 /// Keys whose presence (with a path) means the call writes a whole file.
 const CONTENT_KEYS: &[&str] = &["content", "contents", "file_text"];
 
@@ -645,7 +671,7 @@ fn file_op(tool: &str, args: &Value, found: &Found) -> FileOp {
         FileOp::Edited
     } else if named(&["write", "create", "save"]) {
         FileOp::Written
-    } else if found.keys.iter().any(|k| EDIT_KEYS.contains(&k.as_str())) {
+    } else if found.keys.iter().any(|k| is_edit_key(k)) {
         FileOp::Edited
     } else if found.keys.iter().any(|k| CONTENT_KEYS.contains(&k.as_str())) {
         FileOp::Written
@@ -801,40 +827,54 @@ mod tests {
     }
 
     #[test]
-    fn every_plan_write_but_the_latest_is_a_note_in_the_summary_input() {
+    fn every_plan_write_but_the_latest_is_left_out_of_the_summary_input() {
         let todos = |status: &str| {
             format!(
                 r#"{{"todos": [{{"content": "Add the retry", "status": "{status}"}}, {{"content": "Test it", "status": "pending"}}]}}"#
             )
         };
+        let plan_beside_text = Message::new(
+            Role::Assistant,
+            vec![
+                Part::Text { text: "Planning.".into() },
+                Part::ToolCall(ToolCall {
+                    id: "3".into(),
+                    name: "update_plan".into(),
+                    arguments: todos("in_progress").replace("todos", "plan"),
+                }),
+            ],
+        );
         let messages = [
             call("1", "TodoWrite", &todos("pending")),
             result("1", "TodoWrite", "ok", false),
             call("2", "read_file", r#"{"path": "src/lib.rs"}"#),
             result("2", "read_file", "fn main() {}", false),
-            call("3", "update_plan", &todos("in_progress").replace("todos", "plan")),
+            plan_beside_text,
             result("3", "update_plan", "ok", false),
-            call("4", "TodoWrite", &todos("completed")),
-            result("4", "TodoWrite", "ok", false),
+            // An imported transcript may reuse an id: the latest write's result is its own.
+            call("1", "TodoWrite", &todos("completed")),
+            result("1", "TodoWrite", "done", false),
         ];
         let mut input: Vec<Cow<'_, Message>> = messages.iter().map(Cow::Borrowed).collect();
         assert_eq!(elide_superseded_plans(&mut input), 2);
-        // A note is no plan: a second pass finds only the latest, and changes nothing.
+        // The latest plan is the only one left: a second pass changes nothing.
         let once = input.clone();
         assert_eq!(elide_superseded_plans(&mut input), 0);
         assert_eq!(input, once);
-        let arguments: Vec<&str> =
-            input.iter().flat_map(|m| m.tool_calls()).map(|c| c.arguments.as_str()).collect();
-        let note = r#"{"superseded":"a plan of 2 items, replaced by a later one"}"#;
-        assert_eq!(arguments, [note, r#"{"path": "src/lib.rs"}"#, note, todos("completed").as_str()]);
-        // The calls, their ids and their results stay, and the messages not changed are not copied.
+        let kept: Vec<&Message> = input.iter().map(|m| &**m).collect();
+        assert_eq!(
+            kept,
+            [&messages[2], &messages[3], &Message::assistant("Planning."), &messages[6], &messages[7]]
+        );
+        // Pairing holds, and the messages not changed are not copied.
         phosphor_prune::check_tool_pairing(&input.iter().map(|m| m.clone().into_owned()).collect::<Vec<_>>())
             .unwrap();
-        assert!(matches!(input[2], Cow::Borrowed(_)) && matches!(input[6], Cow::Borrowed(_)));
+        assert!(matches!(input[0], Cow::Borrowed(_)) && matches!(input[4], Cow::Borrowed(_)));
         // The trail still has the latest plan; a single plan write is left as it is.
         assert_eq!(SessionState::collect(input.iter().map(|m| &**m)).plan[0].status, "completed");
         let mut one: Vec<Cow<'_, Message>> = messages[..2].iter().map(Cow::Borrowed).collect();
         assert_eq!(elide_superseded_plans(&mut one), 0);
+        assert_eq!(one.len(), 2);
     }
 
     #[test]

@@ -111,6 +111,18 @@ async fn a_turn_stores_every_message_and_token_fields_come_from_usage() {
     assert!(matches!(events.last(), Some(AgentEvent::TurnFinished { model_calls: 2, .. })));
 }
 
+/// The tool outputs a summary request shows, in order: the `[NAME result] ...` paragraphs of its
+/// transcript (the user message after the instructions).
+fn summarized_outputs(request: &ChatRequest) -> Vec<String> {
+    let transcript = request.messages[1].text_content();
+    transcript
+        .split("\n\n[")
+        .filter_map(|paragraph| paragraph.split_once(" result] "))
+        .filter(|(name, _)| !name.contains(' '))
+        .map(|(_, output)| output.to_owned())
+        .collect()
+}
+
 /// Fills a session with `turns` turns, each reading a file (so that tool outputs are large).
 async fn fill(h: &Harness, turns: usize) {
     for i in 0..turns {
@@ -154,8 +166,7 @@ async fn threshold_trigger_follows_the_spec_steps_and_keeps_the_new_prompt_verba
     let requests = h.model.requests();
     check_requests(&requests);
     let summarize = &requests[requests.len() - 2];
-    let tool_outputs: Vec<&str> =
-        summarize.messages.iter().flat_map(|m| m.tool_results().map(|r| r.content.as_str())).collect();
+    let tool_outputs = summarized_outputs(summarize);
     assert_eq!(tool_outputs.len(), 4);
     for output in tool_outputs {
         assert!(output.ends_with("\n... [truncated]"), "{output}");
@@ -299,8 +310,10 @@ async fn summarizer_overflow_retries_with_aggressive_pruning() {
     assert_eq!(report.shed_level, 1);
     let requests = h.model.requests();
     let aggressive = requests.last().unwrap();
-    for result in aggressive.messages.iter().flat_map(|m| m.tool_results()) {
-        assert_eq!(result.content.chars().count(), 50 + "\n... [truncated]".len(), "{}", result.content);
+    let outputs = summarized_outputs(aggressive);
+    assert_eq!(outputs.len(), 2);
+    for output in outputs {
+        assert_eq!(output.chars().count(), 50 + "\n... [truncated]".len(), "{output}");
     }
     check_requests(&requests);
 }
@@ -326,8 +339,9 @@ async fn the_ladder_sheds_down_to_old_turns_and_then_gives_up_cleanly() {
     let summarizer_calls = &h.model.requests()[6..];
     assert_eq!(summarizer_calls.len(), 5);
     let last = summarizer_calls.last().unwrap();
-    assert!(last.messages.iter().any(|m| m.text_content() == "Please read file number 2"));
-    assert!(!last.messages.iter().any(|m| m.text_content() == "Please read file number 0"));
+    let transcript = last.messages[1].text_content();
+    assert!(transcript.contains("[user] Please read file number 2\n"), "{transcript}");
+    assert!(!transcript.contains("[user] Please read file number 0"), "{transcript}");
 }
 
 #[tokio::test]
@@ -514,10 +528,12 @@ async fn a_template_without_previous_summary_still_hands_the_model_the_previous_
     assert!(requests.iter().filter(|r| !r.tools.is_empty()).all(|r| r.repeat_penalty.is_none()));
     assert_eq!(prompts[0].messages[0].text_content(), "Summarize tersely.");
     assert!(!prompts[0].messages.iter().any(|m| m.text_content().starts_with(SUMMARY_PREFIX)));
-    // The second summary request: the template, then the first summary as context, then the history.
+    // The second summary request: the template, then the first summary as context and the history.
     assert_eq!(prompts[1].messages[0].text_content(), "Summarize tersely.");
+    assert_eq!(prompts[1].messages.len(), 2);
     assert_eq!(prompts[1].messages[1].role, Role::User);
-    assert_eq!(prompts[1].messages[1].text_content(), format!("{SUMMARY_PREFIX}Summary number 0."));
+    let input = prompts[1].messages[1].text_content();
+    assert!(input.starts_with(&format!("{SUMMARY_PREFIX}Summary number 0.\n\n")), "{input}");
 }
 
 #[tokio::test]
@@ -572,7 +588,9 @@ async fn recent_turns_are_kept_verbatim_after_the_summary() {
     fill(&h, 3).await;
     h.agent.compact(&h.session, None, None).await.unwrap();
     let summarizer = h.model.requests().pop().unwrap();
-    assert!(!summarizer.messages.iter().any(|m| m.text_content() == "Please read file number 2"));
+    let transcript = summarizer.messages[1].text_content();
+    assert!(transcript.contains("[user] Please read file number 1\n"), "{transcript}");
+    assert!(!transcript.contains("[user] Please read file number 2"), "{transcript}");
     h.agent.run_turn(&h.session, "next", None).await.unwrap();
     let request = h.model.requests().pop().unwrap();
     check_requests(std::slice::from_ref(&request));

@@ -265,8 +265,8 @@ async fn a_run_that_crosses_the_threshold_compacts_and_show_marks_the_summary() 
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
     let summarize = sent(&requests[1]);
-    assert!(summarize.iter().any(|(_, content)| content.starts_with("FIRST")));
-    assert!(!summarize.iter().any(|(_, content)| content.starts_with("SECOND")));
+    assert!(summarize.iter().any(|(_, content)| content.contains("[user] FIRST")));
+    assert!(!summarize.iter().any(|(_, content)| content.contains("SECOND")));
     let answer = sent(&requests[2]);
     assert!(!answer.iter().any(|(_, content)| content.starts_with("FIRST")));
     assert!(answer[1].1.contains("## Goal\nThe user is sending long texts."), "{:?}", answer[1]);
@@ -470,7 +470,7 @@ async fn compact_writes_the_summary_in_place_of_the_history() {
     // The summarizer got the pruned history: the long test output was cut, the system prompt was not sent.
     let request = &server.requests()[0];
     let messages = sent(request);
-    assert!(messages.iter().any(|(_, c)| c.ends_with("\n... [truncated]")));
+    assert!(messages.iter().any(|(_, c)| c.contains("\n... [truncated]\n\n")));
     assert!(!messages.iter().any(|(_, c)| c.contains("test count::tests::tabs_separate_words ... ok")));
     assert!(request.body.get("tools").is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)));
 

@@ -49,6 +49,38 @@ const OTHER_IDENTIFYING_KEYS: &[&str] = &[
     "workdir",
 ];
 
+/// Pairs of argument keys (compared without case) that hold the text an edit replaces and the text
+/// it puts in its place: Claude Code's `Edit` and `MultiEdit` (`old_string`), Anthropic's text
+/// editor (`old_str`), opencode's `edit` (`oldString`), and `old_text`.
+pub const EDIT_TEXT_PAIRS: &[(&str, &str)] = &[
+    ("old_string", "new_string"),
+    ("old_str", "new_str"),
+    ("old_text", "new_text"),
+    ("oldstring", "newstring"),
+    ("oldtext", "newtext"),
+];
+
+/// Characters of a shared stretch that an edit's two texts keep next to what changed (see
+/// [`prune_arguments`]).
+pub const EDIT_CONTEXT_CHARS: usize = 40;
+
+/// A shared stretch of an edit's two texts is cut only when more than this many characters go
+/// (less would hardly pay for the marker).
+const EDIT_ELISION_MIN_CHARS: usize = 40;
+
+/// How the marker of unchanged characters ends (see [`unchanged_marker`]).
+const UNCHANGED_SUFFIX: &str = " unchanged characters ...]";
+
+/// What stands for the unchanged characters cut out of an edit's two texts.
+fn unchanged_marker(chars: usize) -> String {
+    format!("[... {chars}{UNCHANGED_SUFFIX}")
+}
+
+/// Whether `text` holds a marker of this module's cuts.
+fn already_cut(text: &str) -> bool {
+    text.contains(TRUNCATION_MARKER) || text.contains(UNCHANGED_SUFFIX)
+}
+
 /// Characters an identifying value keeps, whatever the pruning limit (a heredoc in a shell command
 /// is still cut, at this length).
 pub const IDENTIFYING_MAX_CHARS: usize = 1_000;
@@ -68,6 +100,12 @@ pub fn is_identifying_key(key: &str) -> bool {
 /// characters plus [`TRUNCATION_MARKER`](crate::TRUNCATION_MARKER), identifying values (see
 /// [`is_identifying_key`]) to [`IDENTIFYING_MAX_CHARS`] at least, and how many values were cut;
 /// `None` when nothing is cut.
+///
+/// An edit's two texts (a pair of [`EDIT_TEXT_PAIRS`] in one object) first lose what they share:
+/// a common beginning or end longer than [`EDIT_CONTEXT_CHARS`] is cut from both down to the
+/// [`EDIT_CONTEXT_CHARS`] characters next to the change, behind a `[... N unchanged characters
+/// ...]` marker. An edit usually repeats a whole function to change one line of it; cut at
+/// `max_chars` alone, both texts would keep the same unchanged start and the change would be lost.
 ///
 /// The result is valid JSON with the same keys in the same order (only string values change);
 /// text that is not JSON is cut as a whole, like a tool output. Cutting twice equals cutting once,
@@ -107,10 +145,120 @@ fn cut_strings(value: &mut Value, identifying: bool, max_chars: usize) -> usize 
         }
         Value::Array(items) => items.iter_mut().map(|item| cut_strings(item, identifying, max_chars)).sum(),
         Value::Object(map) => {
-            map.iter_mut().map(|(key, item)| cut_strings(item, is_identifying_key(key), max_chars)).sum()
+            let (edits, changed) = cut_edit_pairs(map, max_chars);
+            changed
+                + map
+                    .iter_mut()
+                    .filter(|(key, _)| !edits.contains(key))
+                    .map(|(key, item)| cut_strings(item, is_identifying_key(key), max_chars))
+                    .sum::<usize>()
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => 0,
     }
+}
+
+/// Cuts the texts of each edit pair in `map` (see [`prune_arguments`]): what they share, then each
+/// at `max_chars`. Returns the keys of the pairs it handled and how many values it changed.
+fn cut_edit_pairs(map: &mut serde_json::Map<String, Value>, max_chars: usize) -> (Vec<String>, usize) {
+    let (mut handled, mut changed) = (Vec::new(), 0);
+    for (old_key, new_key) in EDIT_TEXT_PAIRS {
+        let find = |wanted: &str| map.keys().find(|k| k.eq_ignore_ascii_case(wanted)).cloned();
+        let (Some(old_key), Some(new_key)) = (find(old_key), find(new_key)) else { continue };
+        let (Some(Value::String(old)), Some(Value::String(new))) = (map.get(&old_key), map.get(&new_key))
+        else {
+            continue;
+        };
+        // A pair cut before (a marker in either text) is only read back: cutting twice equals
+        // cutting once.
+        let fresh = !already_cut(old) && !already_cut(new);
+        let (old_parts, new_parts) = match fresh.then(|| shared_cut(old, new)).flatten() {
+            Some(parts) => parts,
+            None => (read_back(old), read_back(new)),
+        };
+        let (old_text, new_text) = (old_parts.render(max_chars), new_parts.render(max_chars));
+        for (key, text) in [(old_key, old_text), (new_key, new_text)] {
+            if map.get(&key).and_then(Value::as_str) != Some(text.as_str()) {
+                changed += 1;
+                map.insert(key.clone(), Value::String(text));
+            }
+            handled.push(key);
+        }
+    }
+    (handled, changed)
+}
+
+/// An edit text as cut: the unchanged characters cut from its start, the text kept, and those cut
+/// from its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EditText<'a> {
+    before: usize,
+    kept: &'a str,
+    after: usize,
+}
+
+impl EditText<'_> {
+    /// The text with its markers, what is kept cut at `max_chars` (the end marker goes with a cut).
+    fn render(&self, max_chars: usize) -> String {
+        let mut out = String::new();
+        if self.before > 0 {
+            out.push_str(&unchanged_marker(self.before));
+        }
+        let kept = truncate_chars(self.kept, max_chars);
+        let whole = matches!(kept, Cow::Borrowed(_));
+        out.push_str(&kept);
+        if self.after > 0 && whole {
+            out.push_str(&unchanged_marker(self.after));
+        }
+        out
+    }
+}
+
+/// A text this module wrote, read back into its parts (a text without markers is all kept).
+fn read_back(text: &str) -> EditText<'_> {
+    let mut parts = EditText { before: 0, kept: text, after: 0 };
+    if let Some(rest) = parts.kept.strip_prefix("[... ")
+        && let Some((count, rest)) = rest.split_once(UNCHANGED_SUFFIX)
+        && let Ok(count) = count.parse()
+    {
+        parts = EditText { before: count, kept: rest, after: 0 };
+    }
+    if let Some(rest) = parts.kept.strip_suffix(UNCHANGED_SUFFIX)
+        && let Some((kept, count)) = rest.rsplit_once("[... ")
+        && let Ok(count) = count.parse()
+    {
+        parts = EditText { kept, after: count, ..parts };
+    }
+    parts
+}
+
+/// `old` and `new` without the long beginning and end they share, or `None` when there is nothing
+/// worth cutting.
+fn shared_cut<'a>(old: &'a str, new: &'a str) -> Option<(EditText<'a>, EditText<'a>)> {
+    let old_chars: Vec<(usize, char)> = old.char_indices().collect();
+    let new_chars: Vec<(usize, char)> = new.char_indices().collect();
+    let shortest = old_chars.len().min(new_chars.len());
+    let prefix = old_chars.iter().zip(&new_chars).take_while(|((_, a), (_, b))| a == b).count();
+    let suffix = old_chars
+        .iter()
+        .rev()
+        .zip(new_chars.iter().rev())
+        .take(shortest - prefix)
+        .take_while(|((_, a), (_, b))| a == b)
+        .count();
+    let worth = |shared: usize| match shared.saturating_sub(EDIT_CONTEXT_CHARS) {
+        cut if cut > EDIT_ELISION_MIN_CHARS => cut,
+        _ => 0,
+    };
+    let (before, after) = (worth(prefix), worth(suffix));
+    if before == 0 && after == 0 {
+        return None;
+    }
+    let part = |text: &'a str, chars: &[(usize, char)]| {
+        let start = chars[before].0;
+        let end = chars.get(chars.len() - after).map_or(text.len(), |(at, _)| *at);
+        EditText { before, kept: &text[start..end], after }
+    };
+    Some((part(old, &old_chars), part(new, &new_chars)))
 }
 
 #[cfg(test)]
@@ -144,6 +292,41 @@ mod tests {
         assert_eq!(keys, ["file_path", "content", "command", "todos"]);
         // Idempotent.
         assert_eq!(prune_arguments(&cut, 20), None);
+    }
+
+    #[test]
+    fn an_edit_s_two_texts_lose_what_they_share_and_keep_the_change() {
+        let head = "fn parse(input: &str) -> Result<Config> {\n    let mut config = Config::default();\n    config.retries = ";
+        let tail = "\n    Ok(config)\n}\n// the end of the parser, which is long enough to be cut as well\n";
+        let old = format!("{head}3;{tail}");
+        let new = format!("{head}5; // é{tail}");
+        let arguments =
+            json!({ "file_path": "src/config.rs", "old_string": old, "new_string": new }).to_string();
+        let (cut, cuts) = prune_arguments(&arguments, 200).unwrap();
+        assert_eq!(cuts, 2);
+        let value: Value = serde_json::from_str(&cut).unwrap();
+        let context_before: String = head.chars().skip(head.chars().count() - EDIT_CONTEXT_CHARS).collect();
+        let context_after: String = tail.chars().take(EDIT_CONTEXT_CHARS).collect();
+        let elided = |middle: &str| {
+            format!(
+                "{}{context_before}{middle}{context_after}{}",
+                unchanged_marker(head.chars().count() - EDIT_CONTEXT_CHARS),
+                unchanged_marker(tail.chars().count() - EDIT_CONTEXT_CHARS),
+            )
+        };
+        assert_eq!(value["old_string"], elided("3;"));
+        assert_eq!(value["new_string"], elided("5; // é"));
+        assert_eq!(value["file_path"], "src/config.rs");
+        // Idempotent; an edit with little in common is only cut at the limit; opencode's spelling.
+        assert_eq!(prune_arguments(&cut, 200), None);
+        let apart = json!({ "oldString": "a".repeat(300), "newString": "b".repeat(300) }).to_string();
+        let (cut, _) = prune_arguments(&apart, 100).unwrap();
+        let value: Value = serde_json::from_str(&cut).unwrap();
+        assert_eq!(value["oldString"], format!("{}{TRUNCATION_MARKER}", "a".repeat(100)));
+        let shared = json!({ "oldString": format!("{}x", "a".repeat(300)), "newString": format!("{}y", "a".repeat(300)) });
+        let (cut, _) = prune_arguments(&shared.to_string(), 100).unwrap();
+        let value: Value = serde_json::from_str(&cut).unwrap();
+        assert_eq!(value["newString"], format!("{}{}y", unchanged_marker(260), "a".repeat(40)));
     }
 
     #[test]

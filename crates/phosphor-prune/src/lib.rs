@@ -46,7 +46,8 @@ mod test_dsl;
 mod turns;
 
 pub use arguments::{
-    COMMAND_KEYS, IDENTIFYING_MAX_CHARS, PATH_KEYS, PATHS_KEYS, is_identifying_key, prune_arguments,
+    COMMAND_KEYS, EDIT_CONTEXT_CHARS, EDIT_TEXT_PAIRS, IDENTIFYING_MAX_CHARS, PATH_KEYS, PATHS_KEYS,
+    is_identifying_key, prune_arguments,
 };
 pub use ladder::{OMITTED_OUTPUT, drop_oldest_turns, omit_oldest_tool_outputs};
 pub use masking::{

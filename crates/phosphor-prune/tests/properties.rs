@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use phosphor_core::message::{Message, Part, Role, ToolCall, ToolResult};
 use phosphor_core::tokens::{ApproxCounter, TokenCounter};
 use phosphor_prune::{
-    IDENTIFYING_MAX_CHARS, INTERRUPTED_RESULT, OMITTED_OUTPUT, TRUNCATION_MARKER, check_tool_pairing,
-    drop_oldest_turns, is_identifying_key, keep_recent_split, omit_oldest_tool_outputs, prune,
-    prune_arguments, repair_tool_pairing, truncate_chars, turn_starts,
+    EDIT_TEXT_PAIRS, IDENTIFYING_MAX_CHARS, INTERRUPTED_RESULT, OMITTED_OUTPUT, TRUNCATION_MARKER,
+    check_tool_pairing, drop_oldest_turns, is_identifying_key, keep_recent_split, omit_oldest_tool_outputs,
+    prune, prune_arguments, repair_tool_pairing, truncate_chars, turn_starts,
 };
 use proptest::prelude::*;
 use serde_json::Value;
@@ -83,6 +83,20 @@ fn arguments() -> impl Strategy<Value = String> {
     ]
 }
 
+/// An edit's arguments: a path and a pair of [`EDIT_TEXT_PAIRS`] whose texts share a beginning
+/// and an end (the usual shape: a function repeated to change a line of it).
+fn edit_arguments() -> impl Strategy<Value = String> {
+    (prop::sample::select(EDIT_TEXT_PAIRS.to_vec()), text(), text(), text(), text()).prop_map(
+        |((old_key, new_key), head, old, new, tail)| {
+            let mut object = serde_json::Map::new();
+            object.insert("path".into(), Value::from("src/lib.rs"));
+            object.insert(old_key.to_owned(), Value::from(format!("{head}{old}{tail}")));
+            object.insert(new_key.to_uppercase(), Value::from(format!("{head}{new}{tail}")));
+            Value::Object(object).to_string()
+        },
+    )
+}
+
 /// Checks that `after` is `before` with some strings cut to `max` characters (`IDENTIFYING_MAX_CHARS`
 /// under an identifying key) plus the marker, and counts the cut strings.
 fn check_cut_value(
@@ -106,13 +120,82 @@ fn check_cut_value(
         }
         (Value::Object(old), Value::Object(new)) => {
             prop_assert_eq!(old.keys().collect::<Vec<_>>(), new.keys().collect::<Vec<_>>());
-            old.iter().map(|(k, o)| check_cut_value(o, &new[k], is_identifying_key(k), max)).sum()
+            old.iter()
+                .map(|(k, o)| match (o, &new[k]) {
+                    (Value::String(before), Value::String(after)) if is_elided(before, after) => {
+                        check_elided(k, max, before, after, old)
+                    }
+                    (o, n) => check_cut_value(o, n, is_identifying_key(k), max),
+                })
+                .sum()
         }
         (old, new) => {
             prop_assert_eq!(old, new);
             Ok(0)
         }
     }
+}
+
+/// Whether `after` is an edit text with its shared stretch cut (see `prune_arguments`).
+fn is_elided(before: &str, after: &str) -> bool {
+    after.contains(" unchanged characters ...]") && !before.contains(" unchanged characters ...]")
+}
+
+/// `[... N unchanged characters ...]` at the start of `text`: N and the rest.
+fn leading_marker(text: &str) -> Option<(usize, &str)> {
+    let rest = text.strip_prefix("[... ")?;
+    let (n, rest) = rest.split_once(" unchanged characters ...]")?;
+    Some((n.parse().ok()?, rest))
+}
+
+/// Checks an edit text whose shared stretch was cut: `after` is `before` less a beginning and an
+/// end it shares with the other text of its pair (each marked with its length), then perhaps cut at
+/// the limit.
+fn check_elided(
+    key: &str,
+    max: usize,
+    before: &str,
+    after: &str,
+    object: &serde_json::Map<String, Value>,
+) -> Result<usize, TestCaseError> {
+    let other = EDIT_TEXT_PAIRS
+        .iter()
+        .find_map(|(o, n)| {
+            if key.eq_ignore_ascii_case(o) {
+                Some(n)
+            } else if key.eq_ignore_ascii_case(n) {
+                Some(o)
+            } else {
+                None
+            }
+        })
+        .and_then(|k| object.iter().find(|(key, _)| key.eq_ignore_ascii_case(k)))
+        .and_then(|(_, v)| v.as_str());
+    let Some(other) = other else {
+        return Err(TestCaseError::fail(format!("{key} elided without the other text of its pair")));
+    };
+    let (skipped, rest) = leading_marker(after).unwrap_or((0, after));
+    let chars: Vec<char> = before.chars().collect();
+    prop_assert!(skipped <= chars.len());
+    prop_assert_eq!(
+        before.chars().take(skipped).collect::<String>(),
+        other.chars().take(skipped).collect::<String>()
+    );
+    let remaining: String = chars[skipped..].iter().collect();
+    if let Some(body) = rest.strip_suffix(TRUNCATION_MARKER) {
+        prop_assert!(remaining.starts_with(body), "{} is not a cut of {}", body, remaining);
+        prop_assert_eq!(body.chars().count(), max);
+    } else {
+        let (body, dropped) = match rest.rfind("[... ") {
+            Some(at) => (&rest[..at], leading_marker(&rest[at..]).map_or(0, |(n, _)| n)),
+            None => (rest, 0),
+        };
+        prop_assert!(remaining.starts_with(body));
+        prop_assert_eq!(remaining.chars().count(), body.chars().count() + dropped);
+        let end: String = chars[chars.len() - dropped..].iter().collect();
+        prop_assert!(other.ends_with(&end));
+    }
+    Ok(1)
 }
 
 /// A history with unique message ids; the pairing rule may or may not hold.
@@ -213,7 +296,10 @@ proptest! {
     }
 
     #[test]
-    fn argument_pruning_keeps_json_valid_and_identifying_values_whole(args in arguments(), max in 0..300_usize) {
+    fn argument_pruning_keeps_json_valid_and_identifying_values_whole(
+        args in prop_oneof![arguments(), edit_arguments()],
+        max in 0..300_usize,
+    ) {
         let Some((cut, cuts)) = prune_arguments(&args, max) else {
             // Nothing cut: every string fits its limit.
             if let Ok(value) = serde_json::from_str::<Value>(&args) {
