@@ -66,8 +66,9 @@
 //! # How it runs
 //!
 //! - The context window is the GGUF's `{architecture}.context_length`; the chat template is the GGUF's own
-//!   (`tokenizer.chat_template`), or ChatML when it has none (or, on llama.cpp, when llama.cpp does not recognise
-//!   it: llama.cpp applies templates it knows by their text, not by running Jinja).
+//!   (`tokenizer.chat_template`), or when it has none ChatML (Gemma's turns for the Gemma family, on llama.cpp;
+//!   also when llama.cpp does not recognise the file's template: llama.cpp applies templates it knows by their
+//!   text, not by running Jinja).
 //! - A model loads once per process: [`load`] keeps every engine, keyed by the file's canonical path, the engine
 //!   and the device, and hands out the same [`Arc`](std::sync::Arc) again. Loading runs on a blocking thread;
 //!   inference runs on threads of the engines' own (mistral.rs) or on a blocking thread per answer (llama.cpp),

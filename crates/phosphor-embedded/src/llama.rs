@@ -135,18 +135,25 @@ pub(crate) fn start(
             .map_err(|e| load_error(format!("cannot use the GPU: {e}")))?
     };
     let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| load_error(e.to_string()))?;
+    let fallback = || {
+        let name = fallback_template_name(metadata.architecture());
+        let template = LlamaChatTemplate::new(name).ok().filter(|t| renders(&model, t));
+        template.map_or_else(|| ("ChatML", chatml()), |t| (name, t))
+    };
     let template = match model.chat_template(None) {
         Ok(template) if renders(&model, &template) => template,
         Ok(_) => {
+            let (name, template) = fallback();
             tracing::warn!(
                 path = %path.display(),
-                "llama.cpp does not recognise the model's chat template; using ChatML"
+                "llama.cpp does not recognise the model's chat template; using {name}"
             );
-            chatml()
+            template
         }
         Err(_) => {
-            tracing::warn!(path = %path.display(), "the model file has no chat template; using ChatML");
-            chatml()
+            let (name, template) = fallback();
+            tracing::warn!(path = %path.display(), "the model file has no chat template; using {name}");
+            template
         }
     };
     let no_thinking = metadata.chat_template().is_some_and(|t| t.contains("enable_thinking"));
@@ -191,6 +198,18 @@ impl TokenCounter for VocabCounter {
 }
 
 /// llama.cpp's built-in ChatML template.
+/// llama.cpp's built-in template for a model file without a usable one, by `general.architecture`:
+/// Gemma's turns (`<start_of_turn>user`) for the Gemma family, which never saw ChatML's markers (Gemma
+/// 3 270M answered a ChatML summary request with `<|im_start|>user` and nothing else), and
+/// `chatml` for the rest, which most small instruction-tuned models use. (mistral.rs loads no Gemma
+/// model from GGUF, so its fallback is ChatML alone.)
+fn fallback_template_name(architecture: Option<&str>) -> &'static str {
+    match architecture {
+        Some(arch) if arch.to_ascii_lowercase().starts_with("gemma") => "gemma",
+        _ => "chatml",
+    }
+}
+
 fn chatml() -> LlamaChatTemplate {
     #[allow(clippy::expect_used)]
     LlamaChatTemplate::new("chatml").expect("a literal without NUL bytes")

@@ -58,6 +58,12 @@ async fn auto_routes_gemma3_to_llama_cpp_which_summarizes() {
     assert!(completion.text.trim().len() > 10, "{completion:?}");
     // Gemma's turn markers are control tokens: they end the answer and never show in it.
     assert!(!completion.text.contains("<end_of_turn>") && !completion.text.contains("<start_of_turn>"));
+    // The file has no chat template: the prompt is in Gemma's turns, so ChatML's markers, which Gemma
+    // answered a ChatML prompt with, never show either.
+    assert!(
+        !completion.text.contains("<|im_start|>") && !completion.text.contains("<|im_end|>"),
+        "{completion:?}"
+    );
     assert!(matches!(completion.finish_reason, Some(FinishReason::Stop | FinishReason::Length)));
     let usage = completion.usage.unwrap();
     assert!(usage.input_tokens > 40 && usage.output_tokens > 0 && usage.output_tokens <= 64, "{usage:?}");
