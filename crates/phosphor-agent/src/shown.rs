@@ -29,7 +29,7 @@ what the tool returned.";
 /// (`[user]`, `[assistant]`), each tool call a `[call NAME] {arguments}` line and each tool output
 /// a `[NAME result]` (or `[NAME error]`) paragraph, messages a blank line apart, images in place.
 /// Call ids, roles and per-message framing are gone: a summarizer needs none of them (a call's
-/// output follows it), they cost about a tenth of a tool-heavy history's tokens, and a transcript
+/// output follows it), they were a seventh of a tool-heavy summary request, and a transcript
 /// reads as something to summarize rather than a conversation to continue. A summary in the
 /// history reads as context ([`SUMMARY_PREFIX`]); reasoning is not shown.
 pub(crate) fn transcript<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec<Part> {
