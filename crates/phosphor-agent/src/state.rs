@@ -459,11 +459,8 @@ pub(crate) fn elide_superseded_plans(messages: &mut Vec<Cow<'_, Message>>) -> us
             return true;
         }
         let parts = &mut message.to_mut().parts;
-        let mut p = 0;
-        parts.retain(|_| {
-            p += 1;
-            !left_out.contains(&(m, p - 1))
-        });
+        let mut positions = 0..;
+        parts.retain(|_| positions.next().is_some_and(|p| !left_out.contains(&(m, p))));
         parts.iter().any(|part| !matches!(part, Part::Finish { .. }))
     });
     superseded.len()

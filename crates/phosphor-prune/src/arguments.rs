@@ -68,12 +68,14 @@ pub const EDIT_CONTEXT_CHARS: usize = 40;
 /// (less would hardly pay for the marker).
 const EDIT_ELISION_MIN_CHARS: usize = 40;
 
-/// How the marker of unchanged characters ends (see [`unchanged_marker`]).
+/// How the marker of unchanged characters starts and ends, around the count (see
+/// [`unchanged_marker`]).
+const UNCHANGED_PREFIX: &str = "[... ";
 const UNCHANGED_SUFFIX: &str = " unchanged characters ...]";
 
 /// What stands for the unchanged characters cut out of an edit's two texts.
 fn unchanged_marker(chars: usize) -> String {
-    format!("[... {chars}{UNCHANGED_SUFFIX}")
+    format!("{UNCHANGED_PREFIX}{chars}{UNCHANGED_SUFFIX}")
 }
 
 /// Whether `text` holds a marker of this module's cuts.
@@ -216,14 +218,14 @@ impl EditText<'_> {
 /// A text this module wrote, read back into its parts (a text without markers is all kept).
 fn read_back(text: &str) -> EditText<'_> {
     let mut parts = EditText { before: 0, kept: text, after: 0 };
-    if let Some(rest) = parts.kept.strip_prefix("[... ")
+    if let Some(rest) = parts.kept.strip_prefix(UNCHANGED_PREFIX)
         && let Some((count, rest)) = rest.split_once(UNCHANGED_SUFFIX)
         && let Ok(count) = count.parse()
     {
         parts = EditText { before: count, kept: rest, after: 0 };
     }
     if let Some(rest) = parts.kept.strip_suffix(UNCHANGED_SUFFIX)
-        && let Some((kept, count)) = rest.rsplit_once("[... ")
+        && let Some((kept, count)) = rest.rsplit_once(UNCHANGED_PREFIX)
         && let Ok(count) = count.parse()
     {
         parts = EditText { kept, after: count, ..parts };
