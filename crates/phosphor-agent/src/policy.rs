@@ -272,10 +272,12 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
 }
 
 /// The ladder of ever smaller summarizer inputs (ARCHITECTURE.md, "Shedding ladder"): 0 standard
-/// pruning (and, at every level, assistant prose before the newest folded turn cut to
-/// `summarize_assistant_text_chars`, and every plan write but the latest left out,
-/// `state::elide_superseded_plans`); 1 aggressive pruning; 2 every tool output omitted; 3.. the oldest turns
-/// dropped one at a time (never the previous summary, which is in the prompt, nor the latest turn).
+/// pruning (and, at every level, the turns before the newest folded one read in brief: their
+/// assistant prose cut to `summarize_assistant_text_chars`, their calls' arguments and the outputs
+/// of their file changes that went through to `summarize_tool_output_aggressive_chars`; and every
+/// plan write but the latest left out, `state::elide_superseded_plans`); 1 aggressive pruning;
+/// 2 every tool output omitted; 3.. the oldest turns dropped one at a time (never the previous
+/// summary, which is in the prompt, nor the latest turn).
 pub struct Ladder<'a> {
     fold: &'a [Message],
     options: &'a Options,
@@ -299,12 +301,22 @@ impl<'a> Ladder<'a> {
         } else {
             self.options.summarize_tool_output_aggressive_chars
         };
-        let mut input = phosphor_prune::prune_messages(self.fold, chars);
         let newest_turn = phosphor_prune::turn_starts(self.fold).last().copied().unwrap_or(0);
+        let mut input = phosphor_prune::prune_messages_graded(
+            self.fold,
+            chars,
+            newest_turn,
+            self.options.summarize_tool_output_aggressive_chars,
+        );
         phosphor_prune::prune_assistant_prose(
             &mut input,
             newest_turn,
             self.options.summarize_assistant_text_chars,
+        );
+        crate::state::brief_file_change_outputs(
+            &mut input,
+            newest_turn,
+            self.options.summarize_tool_output_aggressive_chars,
         );
         crate::state::elide_superseded_plans(&mut input);
         if level >= 2 {

@@ -466,6 +466,73 @@ pub(crate) fn elide_superseded_plans(messages: &mut Vec<Cow<'_, Message>>) -> us
     superseded.len()
 }
 
+/// In a summary request's input, the output of a file change in `messages[..before]` (the turns
+/// before the newest folded one) that went through is cut at `max_chars`: the call shows the
+/// change and the trail records the file, and such an output only confirms it, often with an echo
+/// of the file (Claude Code's `Edit` answers with a numbered snippet of the edited file,
+/// `NotebookEdit` with the new cell). An output that is an error, states a failing exit status or
+/// has a line only failures print (diagnostics that some agents append to an edit's result) keeps
+/// the standard limit. A change is what the trail records as one: a written, edited, deleted or
+/// moved file, by a call that runs no command. Returns how many outputs it cut.
+pub(crate) fn brief_file_change_outputs(
+    messages: &mut [Cow<'_, Message>],
+    before: usize,
+    max_chars: usize,
+) -> usize {
+    let before = before.min(messages.len());
+    // Changes by call id; a result takes the latest call with its id (ids may repeat in an
+    // imported transcript).
+    let mut changes: HashSet<String> = HashSet::new();
+    let mut cut = 0;
+    for message in &mut messages[..before] {
+        let mut briefer: Vec<(usize, String)> = Vec::new();
+        for (at, part) in message.parts.iter().enumerate() {
+            match part {
+                Part::ToolCall(call) => {
+                    if changes_a_file(&call.name, &call.arguments) {
+                        changes.insert(call.id.clone());
+                    } else {
+                        changes.remove(&call.id);
+                    }
+                }
+                Part::ToolResult(result) if changes.remove(&result.call_id) => {
+                    let went_through =
+                        matches!(outcome(&result.content, result.is_error).as_str(), "ok" | "done");
+                    if let (true, Cow::Owned(content)) =
+                        (went_through, phosphor_prune::truncate_chars(&result.content, max_chars))
+                    {
+                        briefer.push((at, content));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if briefer.is_empty() {
+            continue;
+        }
+        let parts = &mut message.to_mut().parts;
+        for (at, content) in briefer {
+            if let Part::ToolResult(result) = &mut parts[at] {
+                result.content = content;
+                cut += 1;
+            }
+        }
+    }
+    cut
+}
+
+/// Whether a call changes a file (the trail records a written, edited, deleted or moved file) and
+/// runs no command.
+fn changes_a_file(tool: &str, arguments: &str) -> bool {
+    let Ok(args) = serde_json::from_str::<Value>(arguments) else { return false };
+    let mut found = Found::default();
+    scan(&args, &mut found, 0);
+    if editor_command(&args).is_none() && !found.commands.is_empty() {
+        return false;
+    }
+    !found.patch_files.is_empty() || (!found.paths.is_empty() && file_op(tool, &args, &found) != FileOp::Read)
+}
+
 /// The summary text without its trail (the trail is merged separately).
 pub fn strip(text: &str) -> &str {
     split(text).map_or(text, |(summary, _)| summary)
@@ -821,6 +888,43 @@ mod tests {
 
     fn files(state: &SessionState) -> Vec<(&str, FileOp)> {
         state.files.iter().map(|(p, op)| (p.as_str(), *op)).collect()
+    }
+
+    #[test]
+    fn older_file_changes_that_went_through_show_their_output_in_brief() {
+        let snippet = format!(
+            "The file /repo/src/a.rs has been updated. Here's the result of running `cat -n` on a snippet:\n{}",
+            "    12\tlet retries = 5;\n".repeat(20)
+        );
+        let diagnostics = format!("Edit applied.\n{}\nerror: expected `;`, found `}}`\n", "x".repeat(300));
+        let edit =
+            r#"{"file_path": "/repo/src/a.rs", "old_string": "retries = 3", "new_string": "retries = 5"}"#;
+        let history = vec![
+            Message::user("raise the retries"),
+            call("1", "Edit", edit),
+            result("1", "Edit", &snippet, false),
+            call("2", "Edit", edit),
+            result("2", "Edit", &diagnostics, false),
+            call("3", "Edit", edit),
+            result("3", "Edit", &snippet, true),
+            call("4", "Bash", r#"{"command": "cargo test > /repo/log.txt"}"#),
+            result("4", "Bash", &snippet, false),
+            call("5", "Read", r#"{"file_path": "/repo/src/a.rs"}"#),
+            result("5", "Read", &snippet, false),
+            Message::user("now test it"),
+            call("6", "Edit", edit),
+            result("6", "Edit", &snippet, false),
+        ];
+        let mut input: Vec<Cow<'_, Message>> = history.iter().map(Cow::Borrowed).collect();
+        assert_eq!(brief_file_change_outputs(&mut input, 11, 50), 1);
+        let output = |at: usize| input[at].tool_results().next().unwrap().content.clone();
+        assert_eq!(output(2), truncate_chars(&snippet, 50));
+        // A reported failure, an error, a command and a read keep their output; so does the newest turn.
+        for at in [4, 6, 8, 10, 13] {
+            assert!(matches!(input[at], Cow::Borrowed(_)), "output {at} was cut");
+        }
+        assert_eq!(phosphor_prune::check_tool_pairing(&input), Ok(()));
+        assert_eq!(brief_file_change_outputs(&mut input, 11, 50), 0, "a second pass cuts nothing");
     }
 
     #[test]

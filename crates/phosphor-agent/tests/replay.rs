@@ -260,9 +260,9 @@ async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured
         );
         assert_eq!(whole.requests_verbatim, whole.requests, "every request within the default budget");
         assert_eq!(whole.files_kept, whole.files);
-        // Measured 0.39 to 0.73 on these sessions (docs/BENCHMARKS.md: user messages, instructions and
+        // Measured 0.30 to 0.55 on these sessions (docs/BENCHMARKS.md: user messages, instructions and
         // framing alone are 0.18 of session 1). A guard against regressions, not the issue's third.
-        assert!(ratio < 0.75, "the summary request is {ratio:.2} of the transcript");
+        assert!(ratio < 0.6, "the summary request is {ratio:.2} of the transcript");
         let (mut sent, mut summaries) = (Vec::new(), Vec::new());
         for (name, options) in
             [("summaries only", summaries_only()), ("masking + summaries", Options::default())]
@@ -286,16 +286,17 @@ async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured
             assert_eq!(run.files_kept, run.files, "{name}");
             assert!(run.requests_present > 0, "{name}");
         }
-        // Masking never writes more summaries. It can send more tokens in all: a summary it avoids
-        // leaves every later request larger than the summary would have (session 2: 1.06x at the
-        // default threshold, 1.21x at 0.6, docs/BENCHMARKS.md); this bound guards against that growing.
+        // Masking never writes more summaries, and sends fewer tokens in all. A summary it avoids
+        // leaves every later request larger than the summary would have, so a masked call keeps
+        // little of its arguments (`MASKED_ARGUMENT_CHARS`): at 200 characters, session 2 sent 1.05x
+        // the tokens of summaries only (docs/BENCHMARKS.md).
         assert!(
             summaries[1] <= summaries[0],
             "masking wrote {} summaries, summaries only {}",
             summaries[1],
             summaries[0]
         );
-        assert!(sent[1] * 4 <= sent[0] * 5, "masking sent {} tokens, summaries only {}", sent[1], sent[0]);
+        assert!(sent[1] < sent[0], "masking sent {} tokens, summaries only {}", sent[1], sent[0]);
         written[0] += summaries[0];
         written[1] += summaries[1];
     }
@@ -596,11 +597,11 @@ async fn real_claude_code_sessions_keep_requests_plan_files_and_commands_and_mas
         let (transcript, request, state) = compact_whole(&name, messages, &facts).await;
         check_facts(&name, &state, &facts);
         let ratio = request as f64 / transcript as f64;
-        // Session 1 (124 messages, 68k tokens): 0.118, against 0.62 before tool inputs were pruned
-        // (issue #13). Session 0 is 8.8k tokens, of which the summarizer's instructions and the
-        // requests (`/init` alone is 482 tokens) are 0.10 before any message is cut: 0.357
-        // (docs/BENCHMARKS.md). Bounds a little above the figures, to catch a regression.
-        let bound = if transcript > 30_000 { 0.13 } else { 0.4 };
+        // Issue #13: under a tenth where tool inputs dominate (session 1, 124 messages, 68k tokens:
+        // 0.096, against 0.62 before tool inputs were pruned), under a third otherwise (session 0,
+        // 8.8k tokens, of which the summarizer's instructions and the requests are 0.10 before any
+        // message is cut: 0.324). docs/BENCHMARKS.md.
+        let bound = if transcript > 30_000 { 0.1 } else { 1.0 / 3.0 };
         assert!(ratio < bound, "{name}: the summary request is {ratio:.3} of the transcript");
 
         let [alone, masked] = replay_both_ways(&name, messages, &facts, REAL_WINDOW).await;

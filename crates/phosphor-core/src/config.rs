@@ -58,7 +58,9 @@ pub struct Options {
     /// Characters kept of each tool output in standard pruning (> 0).
     #[schemars(range(min = 1))]
     pub summarize_tool_output_chars: usize,
-    /// Characters kept of each tool output in overflow-recovery pruning (> 0, at most the standard limit).
+    /// Characters kept of each tool output in overflow-recovery pruning, and in every summary request
+    /// of each long argument value of the calls before the newest folded turn and of the outputs of
+    /// their file changes that went through (> 0, at most the standard limit).
     #[schemars(range(min = 1))]
     pub summarize_tool_output_aggressive_chars: usize,
     /// Characters kept of the text of each assistant answer the summarizer reads, except the answers

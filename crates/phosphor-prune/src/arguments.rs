@@ -61,8 +61,15 @@ pub const EDIT_TEXT_PAIRS: &[(&str, &str)] = &[
 ];
 
 /// Characters of a shared stretch that an edit's two texts keep next to what changed (see
-/// [`prune_arguments`]).
+/// [`prune_arguments`]), at most: a quarter of the pruning limit when that is less, so that a
+/// text cut short still shows the change and not only what led to it ([`edit_context_chars`]).
 pub const EDIT_CONTEXT_CHARS: usize = 40;
+
+/// Characters of shared context an edit's texts keep next to the change when they are cut at
+/// `max_chars`.
+pub fn edit_context_chars(max_chars: usize) -> usize {
+    EDIT_CONTEXT_CHARS.min(max_chars / 4)
+}
 
 /// A shared stretch of an edit's two texts is cut only when more than this many characters go
 /// (less would hardly pay for the marker).
@@ -173,10 +180,11 @@ fn cut_edit_pairs(map: &mut serde_json::Map<String, Value>, max_chars: usize) ->
         // A pair cut before (a marker in either text) is only read back: cutting twice equals
         // cutting once.
         let fresh = !already_cut(old) && !already_cut(new);
-        let (old_parts, new_parts) = match fresh.then(|| shared_cut(old, new)).flatten() {
-            Some(parts) => parts,
-            None => (read_back(old), read_back(new)),
-        };
+        let (old_parts, new_parts) =
+            match fresh.then(|| shared_cut(old, new, edit_context_chars(max_chars))).flatten() {
+                Some(parts) => parts,
+                None => (read_back(old), read_back(new)),
+            };
         let (old_text, new_text) = (old_parts.render(max_chars), new_parts.render(max_chars));
         for (key, text) in [(old_key, old_text), (new_key, new_text)] {
             if map.get(&key).and_then(Value::as_str) != Some(text.as_str()) {
@@ -233,9 +241,9 @@ fn read_back(text: &str) -> EditText<'_> {
     parts
 }
 
-/// `old` and `new` without the long beginning and end they share, or `None` when there is nothing
-/// worth cutting.
-fn shared_cut<'a>(old: &'a str, new: &'a str) -> Option<(EditText<'a>, EditText<'a>)> {
+/// `old` and `new` without the long beginning and end they share, down to `context` characters
+/// next to the change, or `None` when there is nothing worth cutting.
+fn shared_cut<'a>(old: &'a str, new: &'a str, context: usize) -> Option<(EditText<'a>, EditText<'a>)> {
     let old_chars: Vec<(usize, char)> = old.char_indices().collect();
     let new_chars: Vec<(usize, char)> = new.char_indices().collect();
     let shortest = old_chars.len().min(new_chars.len());
@@ -247,7 +255,7 @@ fn shared_cut<'a>(old: &'a str, new: &'a str) -> Option<(EditText<'a>, EditText<
         .take(shortest - prefix)
         .take_while(|((_, a), (_, b))| a == b)
         .count();
-    let worth = |shared: usize| match shared.saturating_sub(EDIT_CONTEXT_CHARS) {
+    let worth = |shared: usize| match shared.saturating_sub(context) {
         cut if cut > EDIT_ELISION_MIN_CHARS => cut,
         _ => 0,
     };
@@ -328,7 +336,15 @@ mod tests {
         let shared = json!({ "oldString": format!("{}x", "a".repeat(300)), "newString": format!("{}y", "a".repeat(300)) });
         let (cut, _) = prune_arguments(&shared.to_string(), 100).unwrap();
         let value: Value = serde_json::from_str(&cut).unwrap();
-        assert_eq!(value["newString"], format!("{}{}y", unchanged_marker(260), "a".repeat(40)));
+        // Cut at 100, the context is a quarter of the limit: 25 characters.
+        assert_eq!(value["newString"], format!("{}{}y", unchanged_marker(275), "a".repeat(25)));
+        // Cut at 50, the change still shows behind 12 characters of context.
+        let (cut, _) = prune_arguments(&arguments, 50).unwrap();
+        let value: Value = serde_json::from_str(&cut).unwrap();
+        let shown = value["new_string"].as_str().unwrap();
+        assert!(shown.contains("= 5; // é"), "{shown}");
+        assert_eq!(edit_context_chars(50), 12);
+        assert_eq!(edit_context_chars(1_000), EDIT_CONTEXT_CHARS);
     }
 
     #[test]

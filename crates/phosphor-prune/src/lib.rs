@@ -47,7 +47,7 @@ mod turns;
 
 pub use arguments::{
     COMMAND_KEYS, EDIT_CONTEXT_CHARS, EDIT_TEXT_PAIRS, IDENTIFYING_MAX_CHARS, PATH_KEYS, PATHS_KEYS,
-    is_identifying_key, prune_arguments,
+    edit_context_chars, is_identifying_key, prune_arguments,
 };
 pub use ladder::{OMITTED_OUTPUT, drop_oldest_turns, omit_oldest_tool_outputs};
 pub use masking::{
@@ -158,10 +158,36 @@ pub fn prune_messages(messages: &[Message], max_chars: usize) -> Vec<Cow<'_, Mes
     prune_with(messages, max_chars, &mut Cuts::default())
 }
 
+/// [`prune_messages`], except that the tool calls in `messages[..before]` have their arguments cut
+/// at `older_argument_chars` (at most `max_chars`): a summarizer reads the older turns' calls in
+/// brief and the newest turn's at the standard limit, while every tool output is cut at
+/// `max_chars`.
+pub fn prune_messages_graded(
+    messages: &[Message],
+    max_chars: usize,
+    before: usize,
+    older_argument_chars: usize,
+) -> Vec<Cow<'_, Message>> {
+    let before = before.min(messages.len());
+    let mut cuts = Cuts::default();
+    let older = older_argument_chars.min(max_chars);
+    messages
+        .iter()
+        .enumerate()
+        .map(|(at, message)| {
+            let argument_chars = if at < before { older } else { max_chars };
+            prune_message(message, max_chars, argument_chars, &mut cuts)
+                .map_or(Cow::Borrowed(message), Cow::Owned)
+        })
+        .collect()
+}
+
 fn prune_with<'a>(messages: &'a [Message], max_chars: usize, cut: &mut Cuts) -> Vec<Cow<'a, Message>> {
     messages
         .iter()
-        .map(|message| prune_message(message, max_chars, cut).map_or(Cow::Borrowed(message), Cow::Owned))
+        .map(|message| {
+            prune_message(message, max_chars, max_chars, cut).map_or(Cow::Borrowed(message), Cow::Owned)
+        })
         .collect()
 }
 
@@ -172,9 +198,15 @@ struct Cuts {
     arguments: usize,
 }
 
-/// The message with its long tool results and call arguments cut, or `None` when nothing in it
-/// is long. Builds the copy part by part so that a long output is never copied whole.
-fn prune_message(message: &Message, max_chars: usize, cuts: &mut Cuts) -> Option<Message> {
+/// The message with its long tool results (cut at `max_chars`) and call arguments (cut at
+/// `argument_chars`), or `None` when nothing in it is long. Builds the copy part by part so that a
+/// long output is never copied whole.
+fn prune_message(
+    message: &Message,
+    max_chars: usize,
+    argument_chars: usize,
+    cuts: &mut Cuts,
+) -> Option<Message> {
     let mut changed = false;
     let parts: Vec<Option<Part>> = message
         .parts
@@ -187,10 +219,12 @@ fn prune_message(message: &Message, max_chars: usize, cuts: &mut Cuts) -> Option
                 }
                 Cow::Borrowed(_) => None,
             },
-            Part::ToolCall(call) => prune_arguments(&call.arguments, max_chars).map(|(arguments, cut)| {
-                cuts.arguments += cut;
-                Part::ToolCall(ToolCall { id: call.id.clone(), name: call.name.clone(), arguments })
-            }),
+            Part::ToolCall(call) => {
+                prune_arguments(&call.arguments, argument_chars).map(|(arguments, cut)| {
+                    cuts.arguments += cut;
+                    Part::ToolCall(ToolCall { id: call.id.clone(), name: call.name.clone(), arguments })
+                })
+            }
             _ => None,
         })
         .inspect(|part| changed |= part.is_some())
@@ -254,6 +288,41 @@ mod tests {
                 assert_eq!(out, format!("{expected}{TRUNCATION_MARKER}"), "{input:?} at {max}");
             }
         }
+    }
+
+    #[test]
+    fn graded_pruning_cuts_older_calls_harder_and_every_output_alike() {
+        let call = |id: &str| {
+            let arguments = serde_json::json!({ "path": "src/a.rs", "content": "x".repeat(500) }).to_string();
+            Message::new(
+                Role::Assistant,
+                vec![Part::ToolCall(ToolCall { id: id.into(), name: "write".into(), arguments })],
+            )
+        };
+        let history = vec![
+            Message::user("write it"),
+            call("c1"),
+            Message::tool_result("c1", "write", "y".repeat(500), false),
+            Message::user("again"),
+            call("c2"),
+            Message::tool_result("c2", "write", "y".repeat(500), false),
+        ];
+        let pruned = prune_messages_graded(&history, 200, 3, 50);
+        let content = |at: usize| {
+            let call = pruned[at].tool_calls().next().unwrap().arguments.clone();
+            let value: serde_json::Value = serde_json::from_str(&call).unwrap();
+            assert_eq!(value["path"], "src/a.rs", "a path stays whole");
+            value["content"].as_str().unwrap().to_owned()
+        };
+        assert_eq!(content(1), format!("{}{TRUNCATION_MARKER}", "x".repeat(50)));
+        assert_eq!(content(4), format!("{}{TRUNCATION_MARKER}", "x".repeat(200)));
+        for at in [2, 5] {
+            let output = pruned[at].tool_results().next().unwrap().content.clone();
+            assert_eq!(output, format!("{}{TRUNCATION_MARKER}", "y".repeat(200)), "output {at}");
+        }
+        assert_eq!(check_tool_pairing(&pruned), Ok(()));
+        // An older limit above the standard one is the standard one; `before` past the end is the end.
+        assert_eq!(prune_messages_graded(&history, 200, 99, 500), prune_messages(&history, 200));
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub const MASKED_PREFIX: &str = "[tool output cleared to save context: ";
 /// Characters a masked call keeps of each long value in its arguments; identifying values (paths,
 /// commands, ids) keep up to [`IDENTIFYING_MAX_CHARS`](crate::IDENTIFYING_MAX_CHARS), as in every
 /// argument cut ([`prune_arguments`]).
-pub const MASKED_ARGUMENT_CHARS: usize = 200;
+pub const MASKED_ARGUMENT_CHARS: usize = 100;
 
 /// Identifying arguments shown in a placeholder, at most.
 const MAX_SHOWN_ARGUMENTS: usize = 3;
