@@ -315,6 +315,7 @@ impl<'a> Ladder<'a> {
         );
         crate::state::brief_file_change_outputs(
             &mut input,
+            self.fold,
             newest_turn,
             self.options.summarize_tool_output_aggressive_chars,
         );

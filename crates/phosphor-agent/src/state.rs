@@ -173,20 +173,11 @@ impl SessionState {
         if let Some(plan) = find_plan(&args, 0) {
             self.plan = plan;
         }
-        let mut found = Found::default();
-        scan(&args, &mut found, 0);
-        let op = file_op(tool, &args, &found);
-        for path in found.paths {
+        let effect = CallEffect::of(tool, &args);
+        for (path, op) in effect.files {
             self.touch(path, op);
         }
-        for (path, op) in found.patch_files {
-            self.touch(path, op);
-        }
-        // A text editor's `command` (`view`, `str_replace`) names its operation, not a shell command.
-        if editor_command(&args).is_some() {
-            return None;
-        }
-        let command = found.commands.into_iter().next_back()?;
+        let command = effect.command?;
         Some(self.push_command(CommandRun { command, outcome: String::new() }))
     }
 
@@ -466,8 +457,10 @@ pub(crate) fn elide_superseded_plans(messages: &mut Vec<Cow<'_, Message>>) -> us
     superseded.len()
 }
 
-/// In a summary request's input, the output of a file change in `messages[..before]` (the turns
-/// before the newest folded one) that went through is cut at `max_chars`: the call shows the
+/// In a summary request's input (`messages`, pruned from `original` message for message and part
+/// for part), the output of a file change in `messages[..before]` (the turns before the newest
+/// folded one) that went through is cut at `max_chars`, both judged on `original` (a failure
+/// stated after the standard cut still counts): the call shows the
 /// change and the trail records the file, and such an output only confirms it, often with an echo
 /// of the file (Claude Code's `Edit` answers with a numbered snippet of the edited file,
 /// `NotebookEdit` with the new cell). An output that is an error, states a failing exit status or
@@ -476,17 +469,18 @@ pub(crate) fn elide_superseded_plans(messages: &mut Vec<Cow<'_, Message>>) -> us
 /// moved file, by a call that runs no command. Returns how many outputs it cut.
 pub(crate) fn brief_file_change_outputs(
     messages: &mut [Cow<'_, Message>],
+    original: &[Message],
     before: usize,
     max_chars: usize,
 ) -> usize {
-    let before = before.min(messages.len());
+    let before = before.min(messages.len()).min(original.len());
     // Changes by call id; a result takes the latest call with its id (ids may repeat in an
     // imported transcript).
     let mut changes: HashSet<String> = HashSet::new();
     let mut cut = 0;
-    for message in &mut messages[..before] {
+    for (message, original) in messages[..before].iter_mut().zip(original) {
         let mut briefer: Vec<(usize, String)> = Vec::new();
-        for (at, part) in message.parts.iter().enumerate() {
+        for (at, part) in original.parts.iter().enumerate() {
             match part {
                 Part::ToolCall(call) => {
                     if changes_a_file(&call.name, &call.arguments) {
@@ -498,10 +492,13 @@ pub(crate) fn brief_file_change_outputs(
                 Part::ToolResult(result) if changes.remove(&result.call_id) => {
                     let went_through =
                         matches!(outcome(&result.content, result.is_error).as_str(), "ok" | "done");
-                    if let (true, Cow::Owned(content)) =
-                        (went_through, phosphor_prune::truncate_chars(&result.content, max_chars))
-                    {
-                        briefer.push((at, content));
+                    let shown = match message.parts.get(at) {
+                        Some(Part::ToolResult(shown)) => shown.content.as_str(),
+                        _ => "",
+                    };
+                    match (went_through, phosphor_prune::truncate_chars(&result.content, max_chars)) {
+                        (true, Cow::Owned(content)) if content != shown => briefer.push((at, content)),
+                        _ => {}
                     }
                 }
                 _ => {}
@@ -512,7 +509,7 @@ pub(crate) fn brief_file_change_outputs(
         }
         let parts = &mut message.to_mut().parts;
         for (at, content) in briefer {
-            if let Part::ToolResult(result) = &mut parts[at] {
+            if let Some(Part::ToolResult(result)) = parts.get_mut(at) {
                 result.content = content;
                 cut += 1;
             }
@@ -525,12 +522,31 @@ pub(crate) fn brief_file_change_outputs(
 /// runs no command.
 fn changes_a_file(tool: &str, arguments: &str) -> bool {
     let Ok(args) = serde_json::from_str::<Value>(arguments) else { return false };
-    let mut found = Found::default();
-    scan(&args, &mut found, 0);
-    if editor_command(&args).is_none() && !found.commands.is_empty() {
-        return false;
+    let effect = CallEffect::of(tool, &args);
+    effect.command.is_none() && effect.files.iter().any(|(_, op)| *op != FileOp::Read)
+}
+
+/// What a call does by the trail's rules: the files it touches, each with its operation, and the
+/// shell command it runs.
+struct CallEffect {
+    files: Vec<(String, FileOp)>,
+    command: Option<String>,
+}
+
+impl CallEffect {
+    fn of(tool: &str, args: &Value) -> CallEffect {
+        let mut found = Found::default();
+        scan(args, &mut found, 0);
+        let op = file_op(tool, args, &found);
+        let mut files: Vec<(String, FileOp)> = found.paths.into_iter().map(|path| (path, op)).collect();
+        files.extend(found.patch_files);
+        // A text editor's `command` (`view`, `str_replace`) names its operation, not a shell command.
+        let command = match editor_command(args) {
+            Some(_) => None,
+            None => found.commands.into_iter().next_back(),
+        };
+        CallEffect { files, command }
     }
-    !found.patch_files.is_empty() || (!found.paths.is_empty() && file_op(tool, &args, &found) != FileOp::Read)
 }
 
 /// The summary text without its trail (the trail is merged separately).
@@ -915,16 +931,17 @@ mod tests {
             call("6", "Edit", edit),
             result("6", "Edit", &snippet, false),
         ];
-        let mut input: Vec<Cow<'_, Message>> = history.iter().map(Cow::Borrowed).collect();
-        assert_eq!(brief_file_change_outputs(&mut input, 11, 50), 1);
+        // Pruned first, as in a summary request: the failure in output 4 is past the 200th character.
+        let mut input = phosphor_prune::prune_messages(&history, 200);
+        assert_eq!(brief_file_change_outputs(&mut input, &history, 11, 50), 1);
         let output = |at: usize| input[at].tool_results().next().unwrap().content.clone();
         assert_eq!(output(2), truncate_chars(&snippet, 50));
         // A reported failure, an error, a command and a read keep their output; so does the newest turn.
         for at in [4, 6, 8, 10, 13] {
-            assert!(matches!(input[at], Cow::Borrowed(_)), "output {at} was cut");
+            assert_eq!(output(at), truncate_chars(&history[at].tool_results().next().unwrap().content, 200));
         }
         assert_eq!(phosphor_prune::check_tool_pairing(&input), Ok(()));
-        assert_eq!(brief_file_change_outputs(&mut input, 11, 50), 0, "a second pass cuts nothing");
+        assert_eq!(brief_file_change_outputs(&mut input, &history, 11, 50), 0, "a second pass cuts nothing");
     }
 
     #[test]

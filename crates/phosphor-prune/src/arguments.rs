@@ -67,8 +67,10 @@ pub const EDIT_CONTEXT_CHARS: usize = 40;
 
 /// Characters of shared context an edit's texts keep next to the change when they are cut at
 /// `max_chars`.
+/// `max_chars`, and never less than one (with none, a shared stretch that is a whole text would
+/// leave it empty).
 pub fn edit_context_chars(max_chars: usize) -> usize {
-    EDIT_CONTEXT_CHARS.min(max_chars / 4)
+    EDIT_CONTEXT_CHARS.min(max_chars / 4).max(1)
 }
 
 /// A shared stretch of an edit's two texts is cut only when more than this many characters go
@@ -111,8 +113,9 @@ pub fn is_identifying_key(key: &str) -> bool {
 /// `None` when nothing is cut.
 ///
 /// An edit's two texts (a pair of [`EDIT_TEXT_PAIRS`] in one object) first lose what they share:
-/// a common beginning or end longer than [`EDIT_CONTEXT_CHARS`] is cut from both down to the
-/// [`EDIT_CONTEXT_CHARS`] characters next to the change, behind a `[... N unchanged characters
+/// a common beginning or end that leaves more than 40 characters to cut once the context is kept
+/// is cut from both down to the [`edit_context_chars`] characters next to the change (40 at a
+/// limit of 160 or more, a quarter of the limit below), behind a `[... N unchanged characters
 /// ...]` marker. An edit usually repeats a whole function to change one line of it; cut at
 /// `max_chars` alone, both texts would keep the same unchanged start and the change would be lost.
 ///
@@ -345,6 +348,17 @@ mod tests {
         assert!(shown.contains("= 5; // é"), "{shown}");
         assert_eq!(edit_context_chars(50), 12);
         assert_eq!(edit_context_chars(1_000), EDIT_CONTEXT_CHARS);
+        // Tiny limits: an edit that only appends, or changes nothing, keeps a character of context.
+        for max in 0..5 {
+            assert_eq!(edit_context_chars(max), 1.max(max / 4), "{max}");
+            for (old, new) in
+                [("x".repeat(60), format!("{}y", "x".repeat(60))), ("x".repeat(60), "x".repeat(60))]
+            {
+                let arguments = json!({ "old_string": old, "new_string": new }).to_string();
+                let (cut, _) = prune_arguments(&arguments, max).unwrap();
+                assert_eq!(prune_arguments(&cut, max), None, "{max}: cutting twice equals cutting once");
+            }
+        }
     }
 
     #[test]

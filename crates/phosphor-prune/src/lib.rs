@@ -133,7 +133,7 @@ impl Pruned<'_> {
 /// message once more after the cut. Order, ids and tool-call pairing are unchanged.
 pub fn prune<'a>(messages: &'a [Message], max_chars: usize, counter: &dyn TokenCounter) -> Pruned<'a> {
     let mut cut = Cuts::default();
-    let out = prune_with(messages, max_chars, &mut cut);
+    let out = prune_with(messages, max_chars, 0, max_chars, &mut cut);
     let tokens_before = messages.iter().map(|m| counter.count_message(m)).sum();
     let tokens_after = messages
         .iter()
@@ -155,7 +155,7 @@ pub fn prune<'a>(messages: &'a [Message], max_chars: usize, counter: &dyn TokenC
 /// [`prune`]'s messages alone, without counting tokens: for a caller that counts what it sends
 /// itself (with an exact counter, counting is the costly part).
 pub fn prune_messages(messages: &[Message], max_chars: usize) -> Vec<Cow<'_, Message>> {
-    prune_with(messages, max_chars, &mut Cuts::default())
+    prune_with(messages, max_chars, 0, max_chars, &mut Cuts::default())
 }
 
 /// [`prune_messages`], except that the tool calls in `messages[..before]` have their arguments cut
@@ -168,25 +168,25 @@ pub fn prune_messages_graded(
     before: usize,
     older_argument_chars: usize,
 ) -> Vec<Cow<'_, Message>> {
-    let before = before.min(messages.len());
-    let mut cuts = Cuts::default();
+    prune_with(messages, max_chars, before, older_argument_chars, &mut Cuts::default())
+}
+
+/// Outputs cut at `max_chars`; arguments at `older_argument_chars` (at most `max_chars`) in
+/// `messages[..before]`, at `max_chars` from there on.
+fn prune_with<'a>(
+    messages: &'a [Message],
+    max_chars: usize,
+    before: usize,
+    older_argument_chars: usize,
+    cuts: &mut Cuts,
+) -> Vec<Cow<'a, Message>> {
     let older = older_argument_chars.min(max_chars);
     messages
         .iter()
         .enumerate()
         .map(|(at, message)| {
             let argument_chars = if at < before { older } else { max_chars };
-            prune_message(message, max_chars, argument_chars, &mut cuts)
-                .map_or(Cow::Borrowed(message), Cow::Owned)
-        })
-        .collect()
-}
-
-fn prune_with<'a>(messages: &'a [Message], max_chars: usize, cut: &mut Cuts) -> Vec<Cow<'a, Message>> {
-    messages
-        .iter()
-        .map(|message| {
-            prune_message(message, max_chars, max_chars, cut).map_or(Cow::Borrowed(message), Cow::Owned)
+            prune_message(message, max_chars, argument_chars, cuts).map_or(Cow::Borrowed(message), Cow::Owned)
         })
         .collect()
 }
