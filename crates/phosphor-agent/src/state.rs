@@ -460,10 +460,9 @@ pub(crate) fn elide_superseded_plans(messages: &mut Vec<Cow<'_, Message>>) -> us
 /// In a summary request's input (`messages`, pruned from `original` message for message and part
 /// for part), the output of a file change in `messages[..before]` (the turns before the newest
 /// folded one) that went through is cut at `max_chars`, both judged on `original` (a failure
-/// stated after the standard cut still counts): the call shows the
-/// change and the trail records the file, and such an output only confirms it, often with an echo
-/// of the file (Claude Code's `Edit` answers with a numbered snippet of the edited file,
-/// `NotebookEdit` with the new cell). An output that is an error, states a failing exit status or
+/// stated after the standard cut still counts): the call shows the change and the trail records
+/// the file, and such an output only confirms it, often with an echo of the file (Claude Code's
+/// `Edit` answers with a numbered snippet of the edited file, `NotebookEdit` with the new cell). An output that is an error, states a failing exit status or
 /// has a line only failures print (diagnostics that some agents append to an edit's result) keeps
 /// the standard limit. A change is what the trail records as one: a written, edited, deleted or
 /// moved file, by a call that runs no command. Returns how many outputs it cut.
