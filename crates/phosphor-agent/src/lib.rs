@@ -50,6 +50,7 @@ mod error;
 pub mod eval;
 mod events;
 pub mod exchange;
+pub mod names;
 pub mod policy;
 mod repetition;
 mod shown;

@@ -3,7 +3,8 @@
 //!
 //! - the user's requests, verbatim, newest first (a long one cut with the truncation marker);
 //! - the current plan: the items and statuses of the latest plan a tool call wrote;
-//! - files with their last change (or `read` when never changed);
+//! - files with their last change (or `read` when never changed) and the names the changes
+//!   define or touch ([`crate::names`]);
 //! - commands with their outcome (exit status, the first error line of a failure);
 //! - errors of other tools.
 //!
@@ -14,11 +15,13 @@
 //! ("The session-state trail").
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use phosphor_core::{Message, Part, Role, TokenCounter};
 use phosphor_prune::{COMMAND_KEYS, PATH_KEYS, PATHS_KEYS, truncate_chars};
 use serde_json::Value;
+
+use crate::names::{add_names, defined_name, names_of_change, note_name};
 
 /// The heading that starts the trail inside a summary. Parsing relies on it; do not translate it.
 pub const STATE_HEADING: &str = "## Session state";
@@ -56,6 +59,10 @@ const SECTIONS: &[&str] = &[
 const INDENT: &str = "   ";
 /// Between a command and its outcome.
 const OUTCOME_ARROW: &str = " → ";
+/// Between a file's operation and the names its changes touched (`src/a.rs (edited: run, Repo)`),
+/// and between two names.
+const NAMES_AFTER: &str = ": ";
+const NAMES_BETWEEN: &str = ", ";
 
 /// What happened to a file last (a read never hides an earlier change).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +126,9 @@ pub struct SessionState {
     pub plan: Vec<PlanItem>,
     /// Files and their last operation, least recently touched first.
     pub files: Vec<(String, FileOp)>,
+    /// By path, the names that the changes to a file (not reads) define or touch, oldest first
+    /// (at most [`MAX_NAMES_PER_FILE`](crate::names::MAX_NAMES_PER_FILE)).
+    pub names: BTreeMap<String, Vec<String>>,
     /// Commands run, oldest first, each once (with its latest outcome).
     pub commands: Vec<CommandRun>,
     /// Errors of tools that are not commands, oldest first.
@@ -177,6 +187,9 @@ impl SessionState {
         for (path, op) in effect.files {
             self.touch(path, op);
         }
+        for (path, names) in effect.names {
+            self.add_names(&path, names);
+        }
         let command = effect.command?;
         Some(self.push_command(CommandRun { command, outcome: String::new() }))
     }
@@ -188,7 +201,16 @@ impl SessionState {
             Some(changed) if op == FileOp::Read && changed != FileOp::Read => changed,
             _ => op,
         };
+        if op == FileOp::Deleted {
+            self.names.remove(&path);
+        }
         self.files.push((path, op));
+    }
+
+    fn add_names(&mut self, path: &str, names: Vec<String>) {
+        if !names.is_empty() {
+            add_names(self.names.entry(clip(path)).or_default(), names);
+        }
     }
 
     fn push_command(&mut self, run: CommandRun) -> usize {
@@ -218,6 +240,9 @@ impl SessionState {
         }
         for (path, op) in newer.files {
             self.touch(path, op);
+        }
+        for (path, names) in newer.names {
+            self.add_names(&path, names);
         }
         for run in newer.commands {
             self.push_command(run);
@@ -357,11 +382,17 @@ impl SessionState {
                     state.plan.push(PlanItem { status: status.to_owned(), text: text.to_owned() });
                 }
                 SECTION_FILES => {
-                    let parsed = item
-                        .rsplit_once(" (")
-                        .and_then(|(path, op)| Some((path, FileOp::parse(op.strip_suffix(')')?)?)));
-                    let (path, op) = parsed.unwrap_or((item, FileOp::Read));
+                    let parsed = item.rsplit_once(" (").and_then(|(path, inside)| {
+                        let inside = inside.strip_suffix(')')?;
+                        let (op, names) = inside.split_once(NAMES_AFTER).unwrap_or((inside, ""));
+                        Some((path, FileOp::parse(op)?, names))
+                    });
+                    let (path, op, names) = parsed.unwrap_or((item, FileOp::Read, ""));
                     state.files.push((path.to_owned(), op));
+                    let names: Vec<&str> = names.split(NAMES_BETWEEN).filter(|n| !n.is_empty()).collect();
+                    if !names.is_empty() {
+                        state.names.insert(path.to_owned(), names.into_iter().map(str::to_owned).collect());
+                    }
                 }
                 LEGACY_READ => state.files.push((item.to_owned(), FileOp::Read)),
                 LEGACY_WRITTEN => state.files.push((item.to_owned(), FileOp::Written)),
@@ -525,10 +556,11 @@ fn changes_a_file(tool: &str, arguments: &str) -> bool {
     effect.command.is_none() && effect.files.iter().any(|(_, op)| *op != FileOp::Read)
 }
 
-/// What a call does by the trail's rules: the files it touches, each with its operation, and the
-/// shell command it runs.
+/// What a call does by the trail's rules: the files it touches, each with its operation, the
+/// names its changes define or touch, by file, and the shell command it runs.
 struct CallEffect {
     files: Vec<(String, FileOp)>,
+    names: Vec<(String, Vec<String>)>,
     command: Option<String>,
 }
 
@@ -537,14 +569,21 @@ impl CallEffect {
         let mut found = Found::default();
         scan(args, &mut found, 0);
         let op = file_op(tool, args, &found);
-        let mut files: Vec<(String, FileOp)> = found.paths.into_iter().map(|path| (path, op)).collect();
-        files.extend(found.patch_files);
         // A text editor's `command` (`view`, `str_replace`) names its operation, not a shell command.
         let command = match editor_command(args) {
             Some(_) => None,
             None => found.commands.into_iter().next_back(),
         };
-        CallEffect { files, command }
+        // The names of a change: from its code when it changes one file in place or whole, and
+        // from each file's part of a patch.
+        let mut names = found.patch_names;
+        if let ([path], FileOp::Edited | FileOp::Written, None) = (found.paths.as_slice(), op, &command) {
+            names.push((path.clone(), names_of_change(found.texts.iter().map(String::as_str))));
+        }
+        names.retain(|(_, defined)| !defined.is_empty());
+        let mut files: Vec<(String, FileOp)> = found.paths.into_iter().map(|path| (path, op)).collect();
+        files.extend(found.patch_files);
+        CallEffect { files, names, command }
     }
 }
 
@@ -564,7 +603,12 @@ struct Sections {
 
 impl Sections {
     fn of(state: &SessionState) -> Sections {
-        let file = |(path, op): &(String, FileOp)| format!("- {path} ({})", op.as_str());
+        let file = |(path, op): &(String, FileOp)| match state.names.get(path) {
+            Some(names) if *op != FileOp::Read && !names.is_empty() => {
+                format!("- {path} ({}{NAMES_AFTER}{})", op.as_str(), names.join(NAMES_BETWEEN))
+            }
+            _ => format!("- {path} ({})", op.as_str()),
+        };
         Sections {
             plan: state.plan.iter().map(|i| format!("- [{}] {}", i.status, i.text)).collect(),
             changed: state.files.iter().rev().filter(|(_, op)| *op != FileOp::Read).map(file).collect(),
@@ -662,6 +706,10 @@ struct Found {
     commands: Vec<String>,
     /// Files named by a patch in the arguments (`*** Update File: a.rs`, `+++ b/a.rs`).
     patch_files: Vec<(String, FileOp)>,
+    /// The names each file's part of a patch defines or touches.
+    patch_names: Vec<(String, Vec<String>)>,
+    /// String values that are neither paths, commands nor patches (the code of an edit or a write).
+    texts: Vec<String>,
     /// Keys seen anywhere (lower case), for the operation's shape.
     keys: Vec<String>,
 }
@@ -677,8 +725,8 @@ fn scan(value: &Value, found: &mut Found, depth: usize) {
                     found.paths.push(s.trim().to_owned());
                 } else if COMMAND_KEYS.contains(&key.as_str()) {
                     found.commands.push(s.trim().to_owned());
-                } else {
-                    patch_files(s, &mut found.patch_files);
+                } else if !patch_files(s, &mut found.patch_files, &mut found.patch_names) {
+                    found.texts.push(s.clone());
                 }
             }
             Value::Array(items) => {
@@ -701,12 +749,27 @@ fn scan(value: &Value, found: &mut Found, depth: usize) {
 }
 
 /// Files a patch names: codex's `*** Add/Update/Delete File:` and `*** Move to:` lines, and a
-/// unified diff's `+++ b/path` lines.
-fn patch_files(text: &str, files: &mut Vec<(String, FileOp)>) {
+/// unified diff's `+++ b/path` lines; with the names that each file's lines define (a line's
+/// `+`, `-` or ` ` marker aside, and a hunk header's text after its last `@@`, where diffs name the
+/// enclosing function). Returns whether `text` named a file.
+fn patch_files(
+    text: &str,
+    files: &mut Vec<(String, FileOp)>,
+    names: &mut Vec<(String, Vec<String>)>,
+) -> bool {
     if !text.contains("*** ") && !text.contains("+++ ") {
-        return;
+        return false;
     }
+    let named = files.len();
+    let mut current: Option<(String, Vec<String>)> = None;
     for line in text.lines() {
+        let code = match line.rsplit_once("@@") {
+            Some((_, header)) if line.starts_with("@@") => header,
+            _ => line.strip_prefix(['+', '-', ' ']).unwrap_or(line),
+        };
+        if let (Some((_, defined)), Some(name)) = (&mut current, defined_name(code)) {
+            note_name(defined, name);
+        }
         let found = [
             ("*** Add File: ", FileOp::Written),
             ("*** Update File: ", FileOp::Edited),
@@ -718,8 +781,12 @@ fn patch_files(text: &str, files: &mut Vec<(String, FileOp)>) {
         .find_map(|(prefix, op)| line.strip_prefix(prefix).map(|path| (path.trim(), op)));
         if let Some((path, op)) = found.filter(|(path, _)| !path.is_empty() && *path != "/dev/null") {
             files.push((path.to_owned(), op));
+            // After a move, the lines are the file's at its new path.
+            names.extend(current.replace((path.to_owned(), Vec::new())));
         }
     }
+    names.extend(current);
+    files.len() > named
 }
 
 /// Keys whose presence means the call changes a file in place: either text of an edit pair
@@ -1037,6 +1104,48 @@ mod tests {
             "an editor's command is not a shell command: {:?}",
             state.commands
         );
+    }
+
+    #[test]
+    fn changed_files_carry_the_names_their_changes_define() {
+        let edit = serde_json::json!({
+            "file_path": "aider/repo.py",
+            "old_string": "    def get_tracked_files(self):\n        files = []",
+            "new_string": "    def get_head(self):\n        return None\n\n    def get_tracked_files(self):\n        files = []",
+        });
+        let patch = "*** Begin Patch\n*** Update File: src/a.rs\n@@ impl Repo {\n+    pub fn head(&self) {}\n\
+                     @@ fn main() {\n-    run();\n*** Add File: src/b.rs\n+pub struct Store;\n*** Delete File: c.rs\n\
+                     *** End Patch";
+        let messages = vec![
+            call("1", "Edit", &edit.to_string()),
+            call("2", "Read", r#"{"file_path": "src/lib.rs"}"#),
+            call("3", "Write", r#"{"file_path": "README.md", "content": "class names are case-sensitive"}"#),
+            call("4", "apply_patch", &serde_json::json!({ "input": patch }).to_string()),
+            call("5", "Write", r#"{"file_path": "gone.py", "content": "def f():\n    pass"}"#),
+            call("6", "Bash", r#"{"command": "rm gone.py", "description": "def x(): remove it"}"#),
+            call("7", "delete_file", r#"{"path": "gone.py"}"#),
+            call("8", "Write", r#"{"file_path": "src/lib.rs", "content": "fn one() {}\nfn two() {}"}"#),
+        ];
+        let state = SessionState::collect(&messages);
+        let names = |path: &str| state.names.get(path).cloned().unwrap_or_default();
+        assert_eq!(names("aider/repo.py"), ["get_tracked_files", "get_head"]);
+        assert_eq!(names("src/a.rs"), ["head", "main"]);
+        assert_eq!(names("src/b.rs"), ["Store"]);
+        // Prose is not code, a deleted file has no names left, and a command names nothing.
+        for path in ["README.md", "gone.py", "c.rs"] {
+            assert!(names(path).is_empty(), "{path}: {:?}", names(path));
+        }
+        assert_eq!(names("src/lib.rs"), ["one", "two"], "written after it was read");
+        let text = state.render(10_000, &ApproxCounter);
+        assert!(text.contains("- aider/repo.py (edited: get_tracked_files, get_head)\n"), "{text}");
+        assert!(text.contains("- README.md (written)\n"), "{text}");
+        pretty_assertions::assert_eq!(SessionState::parse(&text), state);
+
+        // Across summaries: the newest names of a file, each once.
+        let mut merged = SessionState::parse(&text);
+        let again = serde_json::json!({"file_path": "aider/repo.py", "old_string": "def get_head(self):", "new_string": "def head(self):"});
+        merged.merge(SessionState::collect(&[call("9", "Edit", &again.to_string())]));
+        assert_eq!(merged.names["aider/repo.py"], ["get_tracked_files", "get_head", "head"]);
     }
 
     #[test]

@@ -713,8 +713,9 @@ async fn the_readme_first_command_compacts_the_example_with_the_test_model() {
         let verbatim = compacted.iter().skip(2).any(|m| m["content"] == text) || summary.contains(text);
         assert!(verbatim, "request {text:?} is lost:\n{summary}");
     }
+    // Each with the names its edits touched (`- src/config.rs (edited: defaults, ...)`).
     for file in ["src/segment.rs", "src/config.rs"] {
-        assert!(summary.contains(&format!("- {file} (edited)")), "{file}:\n{summary}");
+        assert!(summary.contains(&format!("- {file} (edited: ")), "{file}:\n{summary}");
     }
 }
 

@@ -1,0 +1,206 @@
+//! The names a change to a file defines or touches, read off the code it carries (an edit's old
+//! and new text, a written file, a patch's lines), so that the session-state trail can say where
+//! in a file the work happened: `src/repo.py (edited: get_head, get_tracked_files)`.
+//!
+//! A line defines a name when, after its indentation and modifiers (`pub`, `pub(crate)`, `async`,
+//! `export`, `default`, `static`, `public`, `private`, `protected`, `abstract`, `final`, `unsafe`,
+//! `const`, `extern`, `override`), it opens with a definition keyword and the name is followed as
+//! code would follow it:
+//! - `def`, `fn`, `func`, `function`: the name, then `(` or `<` (Go's receiver `func (r *T) Name(`
+//!   is skipped; a `def` may also end its line, as Ruby's do);
+//! - `class`, `struct`, `enum`, `trait`, `interface`, `type`: the name, then the end of the line
+//!   or one of `( < : { = ; [`, or `extends`, `implements`, `struct`, `interface`, `where`.
+//!
+//! So `class Foo(Base):`, `pub(crate) async fn run<T>(`, `export default function App(`,
+//! `type Config struct {` define names, while prose that happens to start with a keyword ("class
+//! names are case-sensitive", "type of input") does not. Methods without a keyword (Java's
+//! `public void run(`, JavaScript's `run() {`) are not recognised: the rule prefers saying less to
+//! listing what is not a name.
+
+/// Names one file keeps in the trail, at most (the newest).
+pub const MAX_NAMES_PER_FILE: usize = 8;
+
+const MODIFIERS: &[&str] = &[
+    "pub",
+    "async",
+    "export",
+    "default",
+    "static",
+    "public",
+    "private",
+    "protected",
+    "abstract",
+    "final",
+    "unsafe",
+    "const",
+    "extern",
+    "override",
+];
+const FUNCTION_KEYWORDS: &[&str] = &["def", "fn", "func", "function"];
+const TYPE_KEYWORDS: &[&str] = &["class", "struct", "enum", "trait", "interface", "type"];
+const TYPE_FOLLOWERS: &[&str] = &["extends", "implements", "struct", "interface", "where"];
+
+/// The name `line` defines, if it defines one (see the module documentation).
+pub fn defined_name(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    let keyword = loop {
+        let (word, after) = split_word(rest);
+        if MODIFIERS.contains(&word) {
+            rest = after.trim_start();
+            if word == "pub" && rest.starts_with('(') {
+                rest = rest[rest.find(')')? + 1..].trim_start();
+            }
+            continue;
+        }
+        break word;
+    };
+    let function = FUNCTION_KEYWORDS.contains(&keyword);
+    if !function && !TYPE_KEYWORDS.contains(&keyword) {
+        return None;
+    }
+    let after_keyword = &rest[keyword.len()..];
+    // `function* gen(`
+    let after_keyword = after_keyword.strip_prefix('*').unwrap_or(after_keyword);
+    if !after_keyword.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let mut rest = after_keyword.trim_start();
+    if keyword == "func" && rest.starts_with('(') {
+        rest = rest[rest.find(')')? + 1..].trim_start();
+    }
+    let (name, after) = split_word(rest);
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let after = after.trim_start();
+    let follows = if function {
+        after.starts_with(['(', '<']) || (keyword == "def" && after.is_empty())
+    } else {
+        after.is_empty()
+            || after.starts_with(['(', '<', ':', '{', '=', ';', '['])
+            || TYPE_FOLLOWERS.contains(&split_word(after).0)
+    };
+    follows.then_some(name)
+}
+
+/// The names `text` defines, in order, each once.
+pub fn defined_names(text: &str) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for name in text.lines().filter_map(defined_name) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The names `texts` (one change's code) define, in order of first appearance, each once, the
+/// first [`MAX_NAMES_PER_FILE`] (a file written whole lists what it starts with).
+pub fn names_of_change<'a>(texts: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut names = Vec::new();
+    for text in texts {
+        for name in defined_names(text) {
+            note_name(&mut names, name);
+        }
+    }
+    names
+}
+
+/// Adds `name` to one change's `names` unless it is there or [`MAX_NAMES_PER_FILE`] are.
+pub fn note_name(names: &mut Vec<String>, name: &str) {
+    if names.len() < MAX_NAMES_PER_FILE && !names.iter().any(|n| n == name) {
+        names.push(name.to_owned());
+    }
+}
+
+/// Adds `newer` names to `names` (older first): each once, at its newest place, the last
+/// [`MAX_NAMES_PER_FILE`] kept.
+pub fn add_names(names: &mut Vec<String>, newer: impl IntoIterator<Item = impl AsRef<str>>) {
+    for name in newer {
+        let name = name.as_ref();
+        names.retain(|n| n != name);
+        names.push(name.to_owned());
+    }
+    let excess = names.len().saturating_sub(MAX_NAMES_PER_FILE);
+    names.drain(..excess);
+}
+
+/// The identifier at the start of `text` (letters, digits, `_`, `$`) and what follows it.
+fn split_word(text: &str) -> (&str, &str) {
+    let end = text.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')).unwrap_or(text.len());
+    text.split_at(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn definitions_in_common_languages_are_recognised() {
+        let cases = [
+            ("def get_head(self):", Some("get_head")),
+            ("    async def fetch(url: str) -> bytes:", Some("fetch")),
+            ("class GitRepo:", Some("GitRepo")),
+            ("class TestRepo(unittest.TestCase):", Some("TestRepo")),
+            ("pub(crate) async fn run_turn<'a>(", Some("run_turn")),
+            ("pub fn defined_name(line: &str) -> Option<&str> {", Some("defined_name")),
+            ("    const fn max() -> u32 {", Some("max")),
+            ("pub struct Ladder<'a> {", Some("Ladder")),
+            ("struct Unit;", Some("Unit")),
+            ("pub(crate) enum FileOp {", Some("FileOp")),
+            ("trait Tool: Send + Sync {", Some("Tool")),
+            ("export default function App() {", Some("App")),
+            ("function* walk(node) {", Some("walk")),
+            ("export interface Props extends Base {", Some("Props")),
+            ("type Config struct {", Some("Config")),
+            ("type Handler = (req: Request) => void;", Some("Handler")),
+            ("func (r *Repo) Head() (string, error) {", Some("Head")),
+            ("func main() {", Some("main")),
+            ("public abstract class Shape {", Some("Shape")),
+            ("  def save", Some("save")),
+            ("class names are case-sensitive", None),
+            ("type of input", None),
+            ("the function returns", None),
+            ("fn", None),
+            ("def 3d(x):", None),
+            ("define(x)", None),
+            ("classify(x)", None),
+            ("let x = 1;", None),
+            ("public void run() {", None),
+            ("pub(crate", None),
+            ("", None),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(defined_name(line), expected, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn names_are_listed_once_and_the_newest_kept() {
+        let code = "class A:\n    def run(self):\n        pass\n\nclass B(A):\n    def run(self):\n";
+        assert_eq!(defined_names(code), ["A", "run", "B"]);
+        let mut names = vec!["old".to_owned(), "run".to_owned()];
+        add_names(&mut names, ["run", "new"]);
+        assert_eq!(names, ["old", "run", "new"]);
+        add_names(&mut names, (0..MAX_NAMES_PER_FILE).map(|i| format!("f{i}")));
+        assert_eq!(names.len(), MAX_NAMES_PER_FILE);
+        assert_eq!(names.first().map(String::as_str), Some("f0"));
+        // One change: in order of first appearance, the first few.
+        let many: String = (0..20).map(|i| format!("fn f{i}() {{}}\n")).collect();
+        let change = names_of_change(["fn b() {}\nfn a() {}", "fn a() {}", &many]);
+        assert_eq!(change.len(), MAX_NAMES_PER_FILE);
+        assert_eq!(change[..3], ["b", "a", "f0"]);
+    }
+
+    proptest! {
+        #[test]
+        fn a_name_is_an_identifier_from_its_line(line in "\\PC{0,60}") {
+            if let Some(name) = defined_name(&line) {
+                prop_assert!(line.contains(name));
+                prop_assert!(!name.is_empty());
+                prop_assert!(name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$'));
+            }
+        }
+    }
+}
