@@ -5,7 +5,8 @@
 //! - the current plan: the items and statuses of the latest plan a tool call wrote;
 //! - files with their last change (or `read` when never changed) and the names the changes
 //!   define or touch ([`crate::names`]);
-//! - commands with their outcome (exit status, the first error line of a failure);
+//! - commands with their outcome (exit status, the first error line of a failure, and the failure
+//!   a run that went through followed);
 //! - errors of other tools.
 //!
 //! Each compaction parses the previous summary's trail, adds what the folded messages show, and
@@ -140,8 +141,8 @@ impl SessionState {
     /// calls, outcomes from their results.
     pub fn collect<'a>(messages: impl IntoIterator<Item = &'a Message>) -> SessionState {
         let mut state = SessionState::default();
-        // Calls by id, so that a result finds its command.
-        let mut pending: HashMap<String, usize> = HashMap::new();
+        // Calls by id, so that a result finds its command (and the outcome of its run before).
+        let mut pending: HashMap<String, (usize, String)> = HashMap::new();
         for message in messages {
             if message.role == Role::User && !message.is_summary {
                 state.push_request(message.text_content().trim());
@@ -149,13 +150,14 @@ impl SessionState {
             for part in &message.parts {
                 match part {
                     Part::ToolCall(call) => {
-                        if let Some(index) = state.add_call(&call.name, &call.arguments) {
-                            pending.insert(call.id.clone(), index);
+                        if let Some(run) = state.add_call(&call.name, &call.arguments) {
+                            pending.insert(call.id.clone(), run);
                         }
                     }
                     Part::ToolResult(result) => match pending.remove(&result.call_id) {
-                        Some(index) => {
-                            state.commands[index].outcome = outcome(&result.content, result.is_error);
+                        Some((index, before)) => {
+                            let newest = outcome(&result.content, result.is_error);
+                            state.commands[index].outcome = follow_up(&before, &newest);
                         }
                         None if result.is_error => {
                             state.push_error(format!("{}: {}", result.name, error_line(&result.content)));
@@ -177,8 +179,9 @@ impl SessionState {
         self.requests.push(text.to_owned());
     }
 
-    /// Records one call; returns the index of the command it ran, if it ran one.
-    fn add_call(&mut self, tool: &str, arguments: &str) -> Option<usize> {
+    /// Records one call; returns the index of the command it ran, if it ran one, and the outcome
+    /// of that command's run before.
+    fn add_call(&mut self, tool: &str, arguments: &str) -> Option<(usize, String)> {
         let Ok(args) = serde_json::from_str::<Value>(arguments) else { return None };
         if let Some(plan) = find_plan(&args, 0) {
             self.plan = plan;
@@ -213,14 +216,19 @@ impl SessionState {
         }
     }
 
-    fn push_command(&mut self, run: CommandRun) -> usize {
-        let run = CommandRun { command: clip(&run.command), outcome: run.outcome };
-        self.commands.retain(|c| c.command != run.command);
-        self.commands.push(run);
+    /// Records a run of a command, which replaces its run before (its outcome followed up, see
+    /// [`follow_up`]); returns where it is and the outcome of the run before (empty if none).
+    fn push_command(&mut self, run: CommandRun) -> (usize, String) {
+        let command = clip(&run.command);
+        let before = match self.commands.iter().position(|c| c.command == command) {
+            Some(at) => self.commands.remove(at).outcome,
+            None => String::new(),
+        };
+        self.commands.push(CommandRun { command, outcome: follow_up(&before, &run.outcome) });
         if self.commands.len() > MAX_COMMANDS {
             self.commands.remove(0);
         }
-        self.commands.len() - 1
+        (self.commands.len() - 1, before)
     }
 
     fn push_error(&mut self, error: String) {
@@ -520,8 +528,7 @@ pub(crate) fn brief_file_change_outputs(
                     }
                 }
                 Part::ToolResult(result) if changes.remove(&result.call_id) => {
-                    let went_through =
-                        matches!(outcome(&result.content, result.is_error).as_str(), "ok" | "done");
+                    let went_through = went_through(&outcome(&result.content, result.is_error));
                     let shown = match message.parts.get(at) {
                         Some(Part::ToolResult(shown)) => shown.content.as_str(),
                         _ => "",
@@ -882,13 +889,45 @@ fn plan_item(item: &Value) -> Option<PlanItem> {
 /// but the output has a line that only failures print), or `done` (no status, no sign of failure).
 fn outcome(content: &str, is_error: bool) -> String {
     match (exit_status(content), is_error) {
-        (Some(0), false) => "ok".to_owned(),
+        (Some(0), false) => OK.to_owned(),
         (Some(code), _) => format!("exit {code}: {}", error_line(content)),
         (None, true) => format!("failed: {}", error_line(content)),
         (None, false) => match failure_line(content) {
             Some(line) => format!("reported a failure: {}", clip(line)),
-            None => "done".to_owned(),
+            None => DONE.to_owned(),
         },
+    }
+}
+
+/// The outcome of a run that went through with a status of 0, and of one that stated none.
+const OK: &str = "ok";
+const DONE: &str = "done";
+/// Between the outcome of a run that went through and the failure of an earlier run it followed:
+/// `ok (failed before: exit 101: error[E0308]: mismatched types)`.
+const FAILED_BEFORE: &str = " (failed before: ";
+
+/// Whether an outcome says the run went through (`ok` or `done`, with or without a note of an
+/// earlier failure).
+fn went_through(outcome: &str) -> bool {
+    let head = outcome.split_once(FAILED_BEFORE).map_or(outcome, |(head, _)| head);
+    head == OK || head == DONE
+}
+
+/// The outcome a command keeps after its `newest` run, given the outcome it had `before`: a run
+/// that went through after a failure keeps that failure in a note (the error met, and that it is
+/// fixed, are what a continuing agent needs of it), carried over later runs that go through; a
+/// failure, or a run with no result seen yet, is itself.
+fn follow_up(before: &str, newest: &str) -> String {
+    if !went_through(newest) || newest.contains(FAILED_BEFORE) {
+        return newest.to_owned();
+    }
+    let failure = match before.split_once(FAILED_BEFORE) {
+        Some((_, note)) => note.strip_suffix(')'),
+        None => (!before.is_empty() && !went_through(before)).then_some(before),
+    };
+    match failure {
+        Some(failure) => format!("{newest}{FAILED_BEFORE}{failure})"),
+        None => newest.to_owned(),
     }
 }
 
@@ -1193,6 +1232,61 @@ mod tests {
             ]
         );
         assert_eq!(state.errors, vec!["fetch: HTTP 404 Not Found".to_owned()]);
+    }
+
+    #[test]
+    fn a_command_that_went_through_after_failing_keeps_the_failure_in_a_note() {
+        let run = |id: &str, command: &str| {
+            call(id, "Bash", &serde_json::json!({ "command": command }).to_string())
+        };
+        let messages = vec![
+            run("1", "python compare.py"),
+            result(
+                "1",
+                "Bash",
+                "Traceback (most recent call last):\nModuleNotFoundError: No module named 'torch'",
+                true,
+            ),
+            run("2", "pip install torch"),
+            result("2", "Bash", "Successfully installed torch", false),
+            run("3", "python compare.py"),
+            result("3", "Bash", "compared 3 models", false),
+            run("4", "cargo test"),
+            result("4", "Bash", "test result: ok\nexit code: 0", false),
+            run("5", "cargo test"),
+            result("5", "Bash", "error[E0308]: mismatched types\nexit code: 101", false),
+        ];
+        let state = SessionState::collect(&messages);
+        let outcome =
+            |command: &str| state.commands.iter().find(|c| c.command == command).unwrap().outcome.clone();
+        let fixed = "done (failed before: failed: ModuleNotFoundError: No module named 'torch')";
+        assert_eq!(outcome("python compare.py"), fixed);
+        assert_eq!(outcome("pip install torch"), "done");
+        assert_eq!(
+            outcome("cargo test"),
+            "exit 101: error[E0308]: mismatched types",
+            "a new failure is itself"
+        );
+
+        // Across summaries: a later run that goes through keeps the note; one that fails does not.
+        let text = state.render(10_000, &ApproxCounter);
+        assert!(text.contains(&format!("- `python compare.py` → {fixed}\n")), "{text}");
+        let mut merged = SessionState::parse(&text);
+        pretty_assertions::assert_eq!(merged, state);
+        merged.merge(SessionState::collect(&[
+            run("6", "python compare.py"),
+            result("6", "Bash", "exit code: 0", false),
+            run("7", "cargo test"),
+            result("7", "Bash", "exit code: 0", false),
+        ]));
+        let outcome =
+            |command: &str| merged.commands.iter().find(|c| c.command == command).unwrap().outcome.clone();
+        assert_eq!(outcome("python compare.py"), fixed.replacen("done", "ok", 1));
+        assert_eq!(outcome("cargo test"), "ok (failed before: exit 101: error[E0308]: mismatched types)");
+        // A run with no result yet says nothing of the runs before.
+        assert_eq!(follow_up("exit 1: boom", ""), "");
+        assert_eq!(follow_up("", "ok"), "ok");
+        assert_eq!(follow_up("done", "ok"), "ok");
     }
 
     #[test]
