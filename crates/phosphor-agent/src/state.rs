@@ -3,6 +3,8 @@
 //!
 //! - the user's requests, verbatim, newest first (a long one cut with the truncation marker);
 //! - the current plan: the items and statuses of the latest plan a tool call wrote;
+//! - the assistant's last answer, the start of it, so that a request that answers it ("yes, do
+//!   that") still has what it answers;
 //! - files with their last change (or `read` when never changed) and the names the changes
 //!   define or touch ([`crate::names`]);
 //! - commands with their outcome (exit status, the first error line of a failure, and the failure
@@ -37,9 +39,12 @@ const MAX_ERRORS: usize = 20;
 const MAX_LINE_CHARS: usize = 200;
 /// Characters kept of a request that is cut to fit the budget are at least this many.
 const MIN_REQUEST_CHARS: usize = 100;
+/// Characters kept of the assistant's last answer.
+const LAST_ANSWER_CHARS: usize = 800;
 
 const SECTION_REQUESTS: &str = "User requests (newest first):";
 const SECTION_PLAN: &str = "Plan (latest):";
+const SECTION_LAST_ANSWER: &str = "Last answer:";
 const SECTION_FILES: &str = "Files:";
 const SECTION_COMMANDS: &str = "Commands:";
 const SECTION_ERRORS: &str = "Errors seen:";
@@ -49,6 +54,7 @@ const LEGACY_COMMANDS: &str = "Commands run:";
 const SECTIONS: &[&str] = &[
     SECTION_REQUESTS,
     SECTION_PLAN,
+    SECTION_LAST_ANSWER,
     SECTION_FILES,
     SECTION_COMMANDS,
     SECTION_ERRORS,
@@ -58,6 +64,8 @@ const SECTIONS: &[&str] = &[
 ];
 /// Continuation lines of a multi-line request are indented by this.
 const INDENT: &str = "   ";
+/// Every line of the last answer starts with this, so that none can pose as a section.
+const QUOTE: &str = "> ";
 /// Between a command and its outcome.
 const OUTCOME_ARROW: &str = " → ";
 /// Between a file's operation and the names its changes touched (`src/a.rs (edited: run, Repo)`),
@@ -125,6 +133,9 @@ pub struct SessionState {
     pub requests: Vec<String>,
     /// The latest plan written through a tool.
     pub plan: Vec<PlanItem>,
+    /// The text of the last assistant message that has text (not a summary), its first
+    /// characters cut with the truncation marker; empty when none.
+    pub last_answer: String,
     /// Files and their last operation, least recently touched first.
     pub files: Vec<(String, FileOp)>,
     /// By path, the names that the changes to a file (not reads) define or touch, oldest first
@@ -146,6 +157,14 @@ impl SessionState {
         for message in messages {
             if message.role == Role::User && !message.is_summary {
                 state.push_request(message.text_content().trim());
+            }
+            if message.role == Role::Assistant && !message.is_summary {
+                // As the trail shows it: no white space at the end of a line.
+                let text =
+                    message.text_content().trim().lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
+                if !text.is_empty() {
+                    state.last_answer = truncate_chars(&text, LAST_ANSWER_CHARS).into_owned();
+                }
             }
             for part in &message.parts {
                 match part {
@@ -246,6 +265,9 @@ impl SessionState {
         if !newer.plan.is_empty() {
             self.plan = newer.plan;
         }
+        if !newer.last_answer.is_empty() {
+            self.last_answer = newer.last_answer;
+        }
         for (path, op) in newer.files {
             self.touch(path, op);
         }
@@ -264,6 +286,7 @@ impl SessionState {
     pub fn is_empty(&self) -> bool {
         self.requests.is_empty()
             && self.plan.is_empty()
+            && self.last_answer.is_empty()
             && self.files.is_empty()
             && self.commands.is_empty()
             && self.errors.is_empty()
@@ -290,7 +313,8 @@ impl SessionState {
     /// The trail as markdown, starting with [`STATE_HEADING`], within `budget` tokens of `counter`
     /// (the heading and one request, cut short if need be, always fit). Requests get at least half
     /// of the budget; the other sections drop their oldest lines first (errors, then commands, then
-    /// read files, then changed files, then plan items) when they do not fit theirs.
+    /// read files, then the last answer from its end, then changed files, then plan items) when
+    /// they do not fit theirs.
     pub fn render(&self, budget: u64, counter: &dyn TokenCounter) -> String {
         let line_cost = |line: &str| counter.count_text(line) + 1;
         let mut others = Sections::of(self);
@@ -363,6 +387,7 @@ impl SessionState {
         let Some((_, trail)) = split(text) else { return state };
         let mut section = "";
         let mut newest_first = Vec::new();
+        let mut answer: Vec<&str> = Vec::new();
         for line in trail.lines().skip(1) {
             if SECTIONS.contains(&line.trim_end()) {
                 section = SECTIONS.iter().find(|s| **s == line.trim_end()).copied().unwrap_or("");
@@ -379,6 +404,14 @@ impl SessionState {
                 {
                     last.push('\n');
                     last.push_str(more);
+                }
+                continue;
+            }
+            if section == SECTION_LAST_ANSWER {
+                if let Some(text) =
+                    line.strip_prefix(QUOTE).or((line.trim_end() == QUOTE.trim_end()).then_some(""))
+                {
+                    answer.push(text);
                 }
                 continue;
             }
@@ -422,6 +455,7 @@ impl SessionState {
         for request in newest_first.into_iter().rev() {
             state.requests.push(request.trim_end().to_owned());
         }
+        state.last_answer = answer.join("\n").trim_end().to_owned();
         // Rendered most recent first: back to least recent first (changed files count as the
         // more recent, which is also the order they are dropped in).
         state.files.reverse();
@@ -602,6 +636,7 @@ pub fn strip(text: &str) -> &str {
 /// The lines of every section but the requests, in the order they are rendered.
 struct Sections {
     plan: Vec<String>,
+    answer: Vec<String>,
     changed: Vec<String>,
     read: Vec<String>,
     commands: Vec<String>,
@@ -618,6 +653,10 @@ impl Sections {
         };
         Sections {
             plan: state.plan.iter().map(|i| format!("- [{}] {}", i.status, i.text)).collect(),
+            answer: match state.last_answer.as_str() {
+                "" => Vec::new(),
+                answer => answer.lines().map(|l| format!("{QUOTE}{l}").trim_end().to_owned()).collect(),
+            },
             changed: state.files.iter().rev().filter(|(_, op)| *op != FileOp::Read).map(file).collect(),
             read: state.files.iter().rev().filter(|(_, op)| *op == FileOp::Read).map(file).collect(),
             commands: state
@@ -634,13 +673,15 @@ impl Sections {
 
     fn lines(&self) -> impl Iterator<Item = (&'static str, &str)> {
         let plan = self.plan.iter().map(|l| (SECTION_PLAN, l.as_str()));
+        let answer = self.answer.iter().map(|l| (SECTION_LAST_ANSWER, l.as_str()));
         let files = self.changed.iter().chain(&self.read).map(|l| (SECTION_FILES, l.as_str()));
         let commands = self.commands.iter().map(|l| (SECTION_COMMANDS, l.as_str()));
         let errors = self.errors.iter().map(|l| (SECTION_ERRORS, l.as_str()));
-        plan.chain(files).chain(commands).chain(errors)
+        plan.chain(answer).chain(files).chain(commands).chain(errors)
     }
 
-    /// Drops the least useful line: the oldest error, command, read file, changed file, plan item.
+    /// Drops the least useful line: the oldest error, command, read file, the last answer's last
+    /// line, the oldest changed file, plan item.
     fn drop_oldest(&mut self) -> Option<String> {
         if !self.errors.is_empty() {
             return Some(self.errors.remove(0));
@@ -648,8 +689,12 @@ impl Sections {
         if !self.commands.is_empty() {
             return Some(self.commands.remove(0));
         }
-        // Files are stored most recent first.
-        self.read.pop().or_else(|| self.changed.pop()).or_else(|| self.plan.pop())
+        // Files are stored most recent first; the answer loses its end first.
+        self.read
+            .pop()
+            .or_else(|| self.answer.pop())
+            .or_else(|| self.changed.pop())
+            .or_else(|| self.plan.pop())
     }
 }
 
@@ -1287,6 +1332,52 @@ mod tests {
         assert_eq!(follow_up("exit 1: boom", ""), "");
         assert_eq!(follow_up("", "ok"), "ok");
         assert_eq!(follow_up("done", "ok"), "ok");
+    }
+
+    #[test]
+    fn the_last_answer_stays_quoted_so_that_no_line_of_it_poses_as_a_section() {
+        let proposal = "I found it: `segment.rs` splits on ASCII spaces only.\n\nFiles:\n## Session state\n- [x] not a plan\n\nShall I fix it?";
+        let mut summary = Message::assistant("an older summary");
+        summary.is_summary = true;
+        let messages = vec![
+            Message::user("why does the test fail?"),
+            Message::assistant("Looking."),
+            call("1", "read_file", r#"{"path": "src/segment.rs"}"#),
+            result("1", "read_file", "fn split() {}", false),
+            Message::assistant(proposal),
+            call("2", "read_file", r#"{"path": "src/lib.rs"}"#),
+            summary,
+        ];
+        let state = SessionState::collect(&messages);
+        assert_eq!(state.last_answer, proposal, "the last text, not a call or a summary");
+        let text = format!("Summary.\n\n{}", state.render(10_000, &ApproxCounter));
+        assert!(
+            text.contains(
+                "Last answer:\n> I found it: `segment.rs` splits on ASCII spaces only.\n>\n> Files:\n"
+            ),
+            "{text}"
+        );
+        let parsed = SessionState::parse(&text);
+        pretty_assertions::assert_eq!(parsed, state);
+        assert_eq!(strip(&text), "Summary.", "the quoted heading is not the trail's");
+
+        // A long answer keeps its start; a newer answer replaces an older one across summaries.
+        let long = SessionState::collect(&[Message::assistant("word ".repeat(400))]);
+        assert!(long.last_answer.ends_with(phosphor_prune::TRUNCATION_MARKER), "{}", long.last_answer);
+        let mut merged = parsed;
+        merged.merge(SessionState::collect(&[Message::user("yes, do it")]));
+        assert_eq!(merged.last_answer, proposal, "no newer answer: the older stays");
+        merged.merge(SessionState::collect(&[Message::assistant("Fixed.")]));
+        assert_eq!(merged.last_answer, "Fixed.");
+        // Over budget, the answer loses its end before any changed file or plan item.
+        let mut sections = Sections::of(&state);
+        let mut dropped = Vec::new();
+        while let Some(line) = sections.drop_oldest() {
+            dropped.push(line);
+        }
+        let first_answer_line = dropped.iter().position(|l| l.starts_with(QUOTE)).unwrap();
+        assert_eq!(dropped[first_answer_line], "> Shall I fix it?");
+        assert!(dropped[..first_answer_line].iter().all(|l| l.contains("(read)")), "{dropped:?}");
     }
 
     #[test]
