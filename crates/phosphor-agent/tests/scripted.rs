@@ -187,6 +187,8 @@ async fn threshold_trigger_follows_the_spec_steps_and_keeps_the_new_prompt_verba
     assert!(summary.text_content().starts_with("## Goal\nRead the files."));
     let trail = SessionState::parse(&summary.text_content());
     assert_eq!(trail.files.iter().filter(|(_, op)| *op == FileOp::Read).count(), 4, "{trail:?}");
+    // The answer the new prompt follows was folded, and the trail kept it, whatever the model wrote.
+    assert_eq!(trail.last_answer, "File 3 holds code.");
     assert_eq!(summary.usage, usage(900, 20));
     // After the summary the next turn's usage overwrote the fields; the summary's own values are
     // checked in `token_fields_right_after_a_summary`.
@@ -196,6 +198,7 @@ async fn threshold_trigger_follows_the_spec_steps_and_keeps_the_new_prompt_verba
     let answer = requests.last().unwrap();
     assert_eq!(answer.messages[0].role, Role::System);
     assert!(answer.messages[1].text_content().starts_with(SUMMARY_PREFIX));
+    assert!(answer.messages[1].text_content().contains("Last answer:\n> File 3 holds code.\n"));
     assert_eq!(answer.messages[2].text_content(), prompt);
     assert_eq!(answer.messages.len(), 3);
 
