@@ -6,16 +6,18 @@
 //! `export`, `default`, `static`, `public`, `private`, `protected`, `abstract`, `final`, `unsafe`,
 //! `const`, `extern`, `override`), it opens with a definition keyword and the name is followed as
 //! code would follow it:
-//! - `def`, `fn`, `func`, `function`: the name, then `(` or `<` (Go's receiver `func (r *T) Name(`
-//!   is skipped; a `def` may also end its line, as Ruby's do);
-//! - `class`, `struct`, `enum`, `trait`, `interface`, `type`: the name, then the end of the line
-//!   or one of `( < : { = ; [`, or `extends`, `implements`, `struct`, `interface`, `where`.
+//! - `def`, `fn`, `func`, `function`: the name, then right after it `(` or `<` (Go's receiver
+//!   `func (r *T) Name(` is skipped; a `def` may also end its line, as Ruby's do);
+//! - `class`, `struct`, `enum`, `trait`, `interface`, `type`: the name, then right after it `(`,
+//!   `<`, `[`, or a `:` on a line that ends with `:` or `{`; or, after spaces, `{`, `=`, `;`,
+//!   `extends`, `implements`, `struct`, `interface`, `where`, or the end of the line.
 //!
 //! So `class Foo(Base):`, `pub(crate) async fn run<T>(`, `export default function App(`,
 //! `type Config struct {` define names, while prose that happens to start with a keyword ("class
-//! names are case-sensitive", "type of input") does not. Methods without a keyword (Java's
-//! `public void run(`, JavaScript's `run() {`) are not recognised: the rule prefers saying less to
-//! listing what is not a name.
+//! names are case-sensitive", "function calls (see below)", "enum values: red, green") does not,
+//! and the changes of prose and data files ([`is_prose`]: `.md`, `.txt`, `.json`, ...) are not
+//! read at all. Methods without a keyword (Java's `public void run(`, JavaScript's `run() {`) are
+//! not recognised: the rule prefers saying less to listing what is not a name.
 
 /// Names one file keeps in the trail, at most (the newest).
 pub const MAX_NAMES_PER_FILE: usize = 8;
@@ -72,13 +74,19 @@ pub fn defined_name(line: &str) -> Option<&str> {
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
-    let after = after.trim_start();
     let follows = if function {
-        after.starts_with(['(', '<']) || (keyword == "def" && after.is_empty())
+        // Right after the name, as code writes it ("function calls (see below)" is prose).
+        after.starts_with(['(', '<']) || (keyword == "def" && after.trim().is_empty())
     } else {
-        after.is_empty()
-            || after.starts_with(['(', '<', ':', '{', '=', ';', '['])
-            || TYPE_FOLLOWERS.contains(&split_word(after).0)
+        // `(`, `<`, `[` right after the name; a `:` right after it when the line ends as a
+        // definition's does (Python's `class A:`, Rust's `trait T: Send {`), not as prose's
+        // ("enum values: red, green"); `{`, `=`, `;`, a follower word or nothing after spaces.
+        let spaced = after.trim_start();
+        after.starts_with(['(', '<', '['])
+            || (after.starts_with(':') && after.trim_end().ends_with([':', '{']))
+            || spaced.is_empty()
+            || spaced.starts_with(['{', '=', ';'])
+            || TYPE_FOLLOWERS.contains(&split_word(spaced).0)
     };
     follows.then_some(name)
 }
@@ -98,12 +106,29 @@ pub fn defined_names(text: &str) -> Vec<&str> {
 /// first [`MAX_NAMES_PER_FILE`] (a file written whole lists what it starts with).
 pub fn names_of_change<'a>(texts: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut names = Vec::new();
-    for text in texts {
-        for name in defined_names(text) {
+    for line in texts.into_iter().flat_map(str::lines) {
+        if names.len() == MAX_NAMES_PER_FILE {
+            break;
+        }
+        if let Some(name) = defined_name(line) {
             note_name(&mut names, name);
         }
     }
     names
+}
+
+/// Extensions of files that hold prose or data, not code: their changes name nothing (a README's
+/// "function calls (see below)" is not a function).
+const PROSE_EXTENSIONS: &[&str] = &[
+    "md", "markdown", "mdx", "txt", "rst", "adoc", "org", "json", "jsonl", "yaml", "yml", "toml", "csv",
+    "lock",
+];
+
+/// Whether `path` names a file of prose or data (by its extension), whose changes name nothing.
+pub fn is_prose(path: &str) -> bool {
+    path.rsplit_once('.')
+        .filter(|(_, extension)| !extension.contains(['/', '\\']))
+        .is_some_and(|(_, extension)| PROSE_EXTENSIONS.contains(&extension.to_ascii_lowercase().as_str()))
 }
 
 /// Adds `name` to one change's `names` unless it is there or [`MAX_NAMES_PER_FILE`] are.
@@ -149,7 +174,6 @@ mod tests {
             ("pub struct Ladder<'a> {", Some("Ladder")),
             ("struct Unit;", Some("Unit")),
             ("pub(crate) enum FileOp {", Some("FileOp")),
-            ("trait Tool: Send + Sync {", Some("Tool")),
             ("export default function App() {", Some("App")),
             ("function* walk(node) {", Some("walk")),
             ("export interface Props extends Base {", Some("Props")),
@@ -160,6 +184,12 @@ mod tests {
             ("public abstract class Shape {", Some("Shape")),
             ("  def save", Some("save")),
             ("class names are case-sensitive", None),
+            ("function calls (see below)", None),
+            ("enum values: red, green", None),
+            ("type definitions: see types.ts", None),
+            ("trait Tool: Send + Sync {", Some("Tool")),
+            ("class Shape:", Some("Shape")),
+            ("type List[T any] []T", Some("List")),
             ("type of input", None),
             ("the function returns", None),
             ("fn", None),
@@ -173,6 +203,16 @@ mod tests {
         ];
         for (line, expected) in cases {
             assert_eq!(defined_name(line), expected, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn prose_and_data_files_are_told_by_their_extension() {
+        for path in ["README.md", "docs/notes.TXT", "Cargo.toml", "data/x.json"] {
+            assert!(is_prose(path), "{path}");
+        }
+        for path in ["src/lib.rs", "app.py", "Makefile", "v1.md/main.go", "notes"] {
+            assert!(!is_prose(path), "{path}");
         }
     }
 

@@ -3,8 +3,8 @@
 //!
 //! - the user's requests, verbatim, newest first (a long one cut with the truncation marker);
 //! - the current plan: the items and statuses of the latest plan a tool call wrote;
-//! - the assistant's last answer, the start of it, so that a request that answers it ("yes, do
-//!   that") still has what it answers;
+//! - the assistant's last answer (the end of a long one), so that a request that answers it
+//!   ("yes, do that") still has what it answers;
 //! - files with their last change (or `read` when never changed) and the names the changes
 //!   define or touch ([`crate::names`]);
 //! - commands with their outcome (exit status, the first error line of a failure, and the failure
@@ -21,10 +21,10 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use phosphor_core::{Message, Part, Role, TokenCounter};
-use phosphor_prune::{COMMAND_KEYS, PATH_KEYS, PATHS_KEYS, truncate_chars};
+use phosphor_prune::{COMMAND_KEYS, PATH_KEYS, PATHS_KEYS, TRUNCATION_MARKER, truncate_chars};
 use serde_json::Value;
 
-use crate::names::{add_names, defined_name, names_of_change, note_name};
+use crate::names::{add_names, defined_name, is_prose, names_of_change, note_name};
 
 /// The heading that starts the trail inside a summary. Parsing relies on it; do not translate it.
 pub const STATE_HEADING: &str = "## Session state";
@@ -39,7 +39,7 @@ const MAX_ERRORS: usize = 20;
 const MAX_LINE_CHARS: usize = 200;
 /// Characters kept of a request that is cut to fit the budget are at least this many.
 const MIN_REQUEST_CHARS: usize = 100;
-/// Characters kept of the assistant's last answer.
+/// Characters kept of the assistant's last answer (its end).
 const LAST_ANSWER_CHARS: usize = 800;
 
 const SECTION_REQUESTS: &str = "User requests (newest first):";
@@ -122,7 +122,8 @@ pub struct CommandRun {
     /// The command line (one line, clipped).
     pub command: String,
     /// How it ended (see `outcome`: `ok`, `exit 101: error[E0308]: ...`, `failed: ...`,
-    /// `reported a failure: ...`, `done`), or empty when no result was seen.
+    /// `reported a failure: ...`, `done`), or empty when no result was seen; a run that went
+    /// through after a failure adds ` (failed before: <that failure>)`.
     pub outcome: String,
 }
 
@@ -133,8 +134,9 @@ pub struct SessionState {
     pub requests: Vec<String>,
     /// The latest plan written through a tool.
     pub plan: Vec<PlanItem>,
-    /// The text of the last assistant message that has text (not a summary), its first
-    /// characters cut with the truncation marker; empty when none.
+    /// The text of the last assistant answer (a message with text and no tool call, not a
+    /// summary): its last 800 characters, behind the truncation marker's words when cut,
+    /// no white space at the end of a line; empty when none.
     pub last_answer: String,
     /// Files and their last operation, least recently touched first.
     pub files: Vec<(String, FileOp)>,
@@ -152,18 +154,20 @@ impl SessionState {
     /// calls, outcomes from their results.
     pub fn collect<'a>(messages: impl IntoIterator<Item = &'a Message>) -> SessionState {
         let mut state = SessionState::default();
-        // Calls by id, so that a result finds its command (and the outcome of its run before).
-        let mut pending: HashMap<String, (usize, String)> = HashMap::new();
+        // Calls by id, so that a result finds its command (by its text: a later call may move it)
+        // and the outcome of its run before.
+        let mut pending: HashMap<String, (String, String)> = HashMap::new();
         for message in messages {
             if message.role == Role::User && !message.is_summary {
                 state.push_request(message.text_content().trim());
             }
-            if message.role == Role::Assistant && !message.is_summary {
-                // As the trail shows it: no white space at the end of a line.
-                let text =
-                    message.text_content().trim().lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
+            // An answer ends a turn: text beside tool calls is narration ("Let me edit."), which
+            // would hide the answer a request replies to.
+            if message.role == Role::Assistant && !message.is_summary && message.tool_calls().next().is_none()
+            {
+                let text = answer_end(&message.text_content());
                 if !text.is_empty() {
-                    state.last_answer = truncate_chars(&text, LAST_ANSWER_CHARS).into_owned();
+                    state.last_answer = text;
                 }
             }
             for part in &message.parts {
@@ -174,9 +178,11 @@ impl SessionState {
                         }
                     }
                     Part::ToolResult(result) => match pending.remove(&result.call_id) {
-                        Some((index, before)) => {
+                        Some((command, before)) => {
                             let newest = outcome(&result.content, result.is_error);
-                            state.commands[index].outcome = follow_up(&before, &newest);
+                            if let Some(run) = state.commands.iter_mut().find(|c| c.command == command) {
+                                run.outcome = follow_up(&before, &newest);
+                            }
                         }
                         None if result.is_error => {
                             state.push_error(format!("{}: {}", result.name, error_line(&result.content)));
@@ -198,9 +204,9 @@ impl SessionState {
         self.requests.push(text.to_owned());
     }
 
-    /// Records one call; returns the index of the command it ran, if it ran one, and the outcome
-    /// of that command's run before.
-    fn add_call(&mut self, tool: &str, arguments: &str) -> Option<(usize, String)> {
+    /// Records one call; returns the command it ran, if it ran one (as the trail keeps it), and the
+    /// outcome of that command's run before.
+    fn add_call(&mut self, tool: &str, arguments: &str) -> Option<(String, String)> {
         let Ok(args) = serde_json::from_str::<Value>(arguments) else { return None };
         if let Some(plan) = find_plan(&args, 0) {
             self.plan = plan;
@@ -236,18 +242,20 @@ impl SessionState {
     }
 
     /// Records a run of a command, which replaces its run before (its outcome followed up, see
-    /// [`follow_up`]); returns where it is and the outcome of the run before (empty if none).
-    fn push_command(&mut self, run: CommandRun) -> (usize, String) {
+    /// [`follow_up`]); returns the command as kept and the outcome of the run before (empty if
+    /// none).
+    fn push_command(&mut self, run: CommandRun) -> (String, String) {
         let command = clip(&run.command);
         let before = match self.commands.iter().position(|c| c.command == command) {
             Some(at) => self.commands.remove(at).outcome,
             None => String::new(),
         };
-        self.commands.push(CommandRun { command, outcome: follow_up(&before, &run.outcome) });
+        self.commands
+            .push(CommandRun { command: command.clone(), outcome: follow_up(&before, &run.outcome) });
         if self.commands.len() > MAX_COMMANDS {
             self.commands.remove(0);
         }
-        (self.commands.len() - 1, before)
+        (command, before)
     }
 
     fn push_error(&mut self, error: String) {
@@ -313,8 +321,8 @@ impl SessionState {
     /// The trail as markdown, starting with [`STATE_HEADING`], within `budget` tokens of `counter`
     /// (the heading and one request, cut short if need be, always fit). Requests get at least half
     /// of the budget; the other sections drop their oldest lines first (errors, then commands, then
-    /// read files, then the last answer from its end, then changed files, then plan items) when
-    /// they do not fit theirs.
+    /// read files, then the last answer, whole, then changed files, then plan items) when they do
+    /// not fit theirs.
     pub fn render(&self, budget: u64, counter: &dyn TokenCounter) -> String {
         let line_cost = |line: &str| counter.count_text(line) + 1;
         let mut others = Sections::of(self);
@@ -351,7 +359,7 @@ impl SessionState {
         let others_budget = budget.saturating_sub(headings_cost + spent);
         while others_cost > others_budget {
             let Some(dropped) = others.drop_oldest() else { break };
-            others_cost -= line_cost(&dropped);
+            others_cost -= dropped.iter().map(|line| line_cost(line)).sum::<u64>();
         }
 
         let mut out = format!("{STATE_HEADING}\n");
@@ -438,12 +446,15 @@ impl SessionState {
                 LEGACY_READ => state.files.push((item.to_owned(), FileOp::Read)),
                 LEGACY_WRITTEN => state.files.push((item.to_owned(), FileOp::Written)),
                 SECTION_COMMANDS | LEGACY_COMMANDS => {
-                    let (command, outcome) = match item.rsplit_once(OUTCOME_ARROW) {
-                        Some((command, outcome)) if command.ends_with('`') => (command, outcome),
-                        _ => (item, ""),
-                    };
-                    let command =
-                        command.strip_prefix('`').and_then(|c| c.strip_suffix('`')).unwrap_or(command);
+                    // The outcome follows the command's closing backtick, and may hold an arrow.
+                    let closing = format!("`{OUTCOME_ARROW}");
+                    let (command, outcome) =
+                        match item.strip_prefix('`').and_then(|rest| rest.split_once(closing.as_str())) {
+                            Some((command, outcome)) => (command, outcome),
+                            None => {
+                                (item.strip_prefix('`').and_then(|c| c.strip_suffix('`')).unwrap_or(item), "")
+                            }
+                        };
                     state
                         .commands
                         .push(CommandRun { command: command.to_owned(), outcome: outcome.to_owned() });
@@ -618,7 +629,9 @@ impl CallEffect {
         // The names of a change: from its code when it changes one file in place or whole, and
         // from each file's part of a patch.
         let mut names = found.patch_names;
-        if let ([path], FileOp::Edited | FileOp::Written, None) = (found.paths.as_slice(), op, &command) {
+        if let ([path], FileOp::Edited | FileOp::Written, None) = (found.paths.as_slice(), op, &command)
+            && !is_prose(path)
+        {
             names.push((path.clone(), names_of_change(found.texts.iter().map(String::as_str))));
         }
         names.retain(|(_, defined)| !defined.is_empty());
@@ -680,21 +693,23 @@ impl Sections {
         plan.chain(answer).chain(files).chain(commands).chain(errors)
     }
 
-    /// Drops the least useful line: the oldest error, command, read file, the last answer's last
-    /// line, the oldest changed file, plan item.
-    fn drop_oldest(&mut self) -> Option<String> {
+    /// Drops the least useful lines: the oldest error, command or read file, then the last answer
+    /// (whole: a part of it could read as all of it), then the oldest changed file, plan item.
+    fn drop_oldest(&mut self) -> Option<Vec<String>> {
         if !self.errors.is_empty() {
-            return Some(self.errors.remove(0));
+            return Some(vec![self.errors.remove(0)]);
         }
         if !self.commands.is_empty() {
-            return Some(self.commands.remove(0));
+            return Some(vec![self.commands.remove(0)]);
         }
-        // Files are stored most recent first; the answer loses its end first.
-        self.read
-            .pop()
-            .or_else(|| self.answer.pop())
-            .or_else(|| self.changed.pop())
-            .or_else(|| self.plan.pop())
+        // Files are stored most recent first.
+        if let Some(read) = self.read.pop() {
+            return Some(vec![read]);
+        }
+        if !self.answer.is_empty() {
+            return Some(std::mem::take(&mut self.answer));
+        }
+        self.changed.pop().or_else(|| self.plan.pop()).map(|line| vec![line])
     }
 }
 
@@ -738,6 +753,19 @@ fn cut_to(request: &str, room: u64, always: bool, counter: &dyn TokenCounter) ->
         }
         chars = chars * 3 / 4;
     }
+}
+
+/// An answer as the trail keeps it: without white space at the end of a line, and when longer
+/// than [`LAST_ANSWER_CHARS`], its end behind the truncation marker's words (`... [truncated]`):
+/// a long answer ends with what it concluded or asks, which a reply answers.
+fn answer_end(text: &str) -> String {
+    let text = text.trim().lines().map(str::trim_end).collect::<Vec<_>>().join("\n");
+    let chars = text.chars().count();
+    if chars <= LAST_ANSWER_CHARS {
+        return text;
+    }
+    let start = text.char_indices().nth(chars - LAST_ANSWER_CHARS).map_or(0, |(at, _)| at);
+    format!("{}\n{}", TRUNCATION_MARKER.trim_start(), text[start..].trim_start())
 }
 
 /// What stands for a line break in a trail line (a multi-line command is kept on one line).
@@ -819,7 +847,9 @@ fn patch_files(
             Some((_, header)) if line.starts_with("@@") => header,
             _ => line.strip_prefix(['+', '-', ' ']).unwrap_or(line),
         };
-        if let (Some((_, defined)), Some(name)) = (&mut current, defined_name(code)) {
+        if let (Some((path, defined)), Some(name)) = (&mut current, defined_name(code))
+            && !is_prose(path)
+        {
             note_name(defined, name);
         }
         let found = [
@@ -966,9 +996,10 @@ fn follow_up(before: &str, newest: &str) -> String {
     if !went_through(newest) || newest.contains(FAILED_BEFORE) {
         return newest.to_owned();
     }
-    let failure = match before.split_once(FAILED_BEFORE) {
-        Some((_, note)) => note.strip_suffix(')'),
-        None => (!before.is_empty() && !went_through(before)).then_some(before),
+    let failure = if went_through(before) {
+        before.split_once(FAILED_BEFORE).and_then(|(_, note)| note.strip_suffix(')'))
+    } else {
+        (!before.is_empty()).then_some(before)
     };
     match failure {
         Some(failure) => format!("{newest}{FAILED_BEFORE}{failure})"),
@@ -1328,8 +1359,44 @@ mod tests {
             |command: &str| merged.commands.iter().find(|c| c.command == command).unwrap().outcome.clone();
         assert_eq!(outcome("python compare.py"), fixed.replacen("done", "ok", 1));
         assert_eq!(outcome("cargo test"), "ok (failed before: exit 101: error[E0308]: mismatched types)");
-        // A run with no result yet says nothing of the runs before.
+        // A run with no result yet says nothing of the runs before; a failure is kept whole, even
+        // one whose text holds the note's words.
         assert_eq!(follow_up("exit 1: boom", ""), "");
+        assert_eq!(
+            follow_up("exit 1: x (failed before: y)", "ok"),
+            "ok (failed before: exit 1: x (failed before: y))"
+        );
+        // Parallel calls: each result finds its own command, though the second call moved the first.
+        let parallel = SessionState::collect(&[
+            run("1", "git diff"),
+            result("1", "Bash", "exit code: 0", false),
+            Message::new(
+                Role::Assistant,
+                ["make", "git diff"]
+                    .iter()
+                    .enumerate()
+                    .map(|(n, command)| {
+                        Part::ToolCall(ToolCall {
+                            id: format!("p{n}"),
+                            name: "Bash".into(),
+                            arguments: serde_json::json!({ "command": command }).to_string(),
+                        })
+                    })
+                    .collect(),
+            ),
+            result("p0", "Bash", "make: *** No targets\nexit code: 2", false),
+            result("p1", "Bash", "exit code: 0", false),
+        ]);
+        let outcome =
+            |command: &str| parallel.commands.iter().find(|c| c.command == command).unwrap().outcome.clone();
+        assert_eq!(outcome("make"), "exit 2: make: *** No targets");
+        assert_eq!(outcome("git diff"), "ok");
+        // An outcome may hold an arrow.
+        let arrow = SessionState::collect(&[
+            run("9", "make"),
+            result("9", "Bash", "error: a → b\nexit code: 1", false),
+        ]);
+        assert_eq!(SessionState::parse(&arrow.render(1_000, &ApproxCounter)), arrow);
         assert_eq!(follow_up("", "ok"), "ok");
         assert_eq!(follow_up("done", "ok"), "ok");
     }
@@ -1345,11 +1412,23 @@ mod tests {
             call("1", "read_file", r#"{"path": "src/segment.rs"}"#),
             result("1", "read_file", "fn split() {}", false),
             Message::assistant(proposal),
-            call("2", "read_file", r#"{"path": "src/lib.rs"}"#),
+            Message::user("yes"),
+            // Narration beside a call is not an answer: it would hide the one "yes" replies to.
+            Message::new(
+                Role::Assistant,
+                vec![
+                    Part::Text { text: "Let me edit.".into() },
+                    Part::ToolCall(ToolCall {
+                        id: "2".into(),
+                        name: "read_file".into(),
+                        arguments: r#"{"path": "src/lib.rs"}"#.into(),
+                    }),
+                ],
+            ),
             summary,
         ];
         let state = SessionState::collect(&messages);
-        assert_eq!(state.last_answer, proposal, "the last text, not a call or a summary");
+        assert_eq!(state.last_answer, proposal, "the last answer, not narration or a summary");
         let text = format!("Summary.\n\n{}", state.render(10_000, &ApproxCounter));
         assert!(
             text.contains(
@@ -1361,23 +1440,29 @@ mod tests {
         pretty_assertions::assert_eq!(parsed, state);
         assert_eq!(strip(&text), "Summary.", "the quoted heading is not the trail's");
 
-        // A long answer keeps its start; a newer answer replaces an older one across summaries.
-        let long = SessionState::collect(&[Message::assistant("word ".repeat(400))]);
-        assert!(long.last_answer.ends_with(phosphor_prune::TRUNCATION_MARKER), "{}", long.last_answer);
+        // A long answer keeps its end, where it concludes or asks; a newer answer replaces an older
+        // one across summaries.
+        let long_text = format!("{}\nShall I go on?  \n", "word \n".repeat(400));
+        let long = SessionState::collect(&[Message::assistant(long_text)]);
+        assert!(long.last_answer.starts_with("... [truncated]\nword\n"), "{}", long.last_answer);
+        assert!(long.last_answer.ends_with("word\n\nShall I go on?"), "{}", long.last_answer);
+        assert!(long.last_answer.chars().count() <= LAST_ANSWER_CHARS + 16);
+        assert_eq!(SessionState::parse(&long.render(10_000, &ApproxCounter)), long);
         let mut merged = parsed;
         merged.merge(SessionState::collect(&[Message::user("yes, do it")]));
         assert_eq!(merged.last_answer, proposal, "no newer answer: the older stays");
         merged.merge(SessionState::collect(&[Message::assistant("Fixed.")]));
         assert_eq!(merged.last_answer, "Fixed.");
-        // Over budget, the answer loses its end before any changed file or plan item.
+        // Over budget, the answer goes whole, after the read files and before any changed file.
         let mut sections = Sections::of(&state);
         let mut dropped = Vec::new();
-        while let Some(line) = sections.drop_oldest() {
-            dropped.push(line);
+        while let Some(lines) = sections.drop_oldest() {
+            dropped.push(lines);
         }
-        let first_answer_line = dropped.iter().position(|l| l.starts_with(QUOTE)).unwrap();
-        assert_eq!(dropped[first_answer_line], "> Shall I fix it?");
-        assert!(dropped[..first_answer_line].iter().all(|l| l.contains("(read)")), "{dropped:?}");
+        let answer = dropped.iter().position(|lines| lines[0].starts_with(QUOTE.trim_end())).unwrap();
+        assert_eq!(dropped[answer].len(), proposal.lines().count());
+        assert!(dropped[..answer].iter().all(|lines| lines[0].contains("(read)")), "{dropped:?}");
+        assert_eq!(dropped.len(), answer + 1, "nothing but read files and the answer: {dropped:?}");
     }
 
     #[test]

@@ -74,8 +74,8 @@ pub struct Options {
     #[schemars(range(min = 1))]
     pub summarize_max_per_turn: u32,
     /// Tokens the session-state trail appended to every summary may take (the user's requests,
-    /// the plan, files, commands); at most an eighth of the session model's window is used. At
-    /// least [`MIN_STATE_TOKENS`].
+    /// the plan, the last answer, files with the names their changes touched, commands); at most
+    /// an eighth of the session model's window is used. At least [`MIN_STATE_TOKENS`].
     #[schemars(range(min = 256))]
     pub summarize_state_max_tokens: u64,
     /// The repetition penalty of summary requests to local models (llama.cpp, mistral.rs). 1.0
