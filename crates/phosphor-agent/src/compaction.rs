@@ -429,9 +429,8 @@ impl Drop for SummaryGuard {
 const SUMMARY_ASK: &str = "Write the summary of the conversation above now, following the instructions in the system message. \
      Output only the summary.";
 
-/// The summarizer's request: the rendered instructions as the system message, then one user
-/// message with the previous summary when the template does not carry it (`carried`), the pruned
-/// history as a transcript ([`transcript`]) and a closing ask.
+/// The summarizer's request: the rendered instructions as the system message, then
+/// [`summary_message`].
 fn summary_request(
     prompt: &str,
     carried: Option<&str>,
@@ -440,6 +439,32 @@ fn summary_request(
     repeat_penalty: f32,
     session_id: &str,
 ) -> ChatRequest {
+    ChatRequest {
+        messages: vec![Message::system(prompt), summary_message(carried, input)],
+        tools: Vec::new(),
+        max_output_tokens: Some(reserve),
+        temperature: Some(0.0),
+        conversation_id: Some(session_id.to_owned()),
+        repeat_penalty: Some(repeat_penalty).filter(|p| *p != 1.0),
+    }
+}
+
+/// The user message of a summary request, as a compaction of `fold` (the messages it folds, a
+/// previous summary aside) sends it at the shedding ladder's first rung, after the instructions:
+/// the history as the summarizer reads it. `phosphor compact --dry-run` counts it. `None` when
+/// there is nothing to fold.
+pub fn first_summary_input(fold: &[Message], options: &phosphor_core::config::Options) -> Option<Message> {
+    if fold.is_empty() {
+        return None;
+    }
+    let (_, input) = policy::Ladder::new(fold, options).next_input()?;
+    Some(summary_message(None, input))
+}
+
+/// The history for the summarizer, as one user message: the previous summary when the template
+/// does not carry it (`carried`), the pruned history as a transcript ([`transcript`]) and a
+/// closing ask.
+fn summary_message(carried: Option<&str>, input: Vec<Cow<'_, Message>>) -> Message {
     let mut head = String::new();
     if let Some(previous) = carried {
         head = format!("{SUMMARY_PREFIX}{previous}\n\n");
@@ -457,14 +482,7 @@ fn summary_request(
             (_, part) => parts.push(part),
         }
     }
-    ChatRequest {
-        messages: vec![Message::system(prompt), Message::new(Role::User, parts)],
-        tools: Vec::new(),
-        max_output_tokens: Some(reserve),
-        temperature: Some(0.0),
-        conversation_id: Some(session_id.to_owned()),
-        repeat_penalty: Some(repeat_penalty).filter(|p| *p != 1.0),
-    }
+    Message::new(Role::User, parts)
 }
 
 /// Today's date (UTC) as `YYYY-MM-DD`, for the summary prompt.

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use phosphor_agent::eval::split_system;
-use phosphor_agent::{AgentEvent, AgentSettings, CompactionReason, SUMMARY_PREFIX, SessionAgent, policy};
+use phosphor_agent::{
+    AgentEvent, AgentSettings, CompactionReason, SUMMARY_PREFIX, SessionAgent, first_summary_input, policy,
+};
 use phosphor_core::config::{Config, DEFAULT_MAX_OUTPUT_TOKENS, Options};
 use phosphor_core::openai::{ToOpenAiOptions, to_openai_with};
 use phosphor_core::{ApproxCounter, Message, ModelInfo, Role, TokenCounter, ToolSpec};
@@ -111,7 +113,9 @@ fn summary_for_transcript(summary: &Message, flag: bool) -> Message {
 }
 
 /// The `--dry-run` report: tokens as read and after each pruning (tool outputs and long values in
-/// tool-call arguments), and whether compaction would trigger. The request is estimated as the agent frames it (the leading system messages as one
+/// tool-call arguments), the history as the summarizer would read it at the shedding ladder's first
+/// rung ([`first_summary_input`], every message folded, the instructions aside), and whether
+/// compaction would trigger. The request is estimated as the agent frames it (the leading system messages as one
 /// system prompt, the transcript's tool schemas, the request framing) and the decision is the
 /// agent's own ([`policy::trigger`] with [`policy::reserve`]), so a dry run and a real turn agree.
 pub fn dry_run(
@@ -170,7 +174,19 @@ pub fn dry_run(
             Some((aggressive.truncated_results, aggressive.truncated_arguments)),
         ),
     ];
-    let label_width = rows.iter().map(|(label, _, _)| label.chars().count()).max().unwrap_or(0);
+    // What the summarizer reads: a leading summary is never folded (it goes with the instructions).
+    let fold = match rest.split_first() {
+        Some((first, others)) if first.is_summary => others,
+        _ => rest,
+    };
+    let summary_input = first_summary_input(fold, options).map(|input| counter.count_message(&input));
+    let input_label = "summarizer input (instructions aside)";
+    let label_width = rows
+        .iter()
+        .map(|(label, _, _)| label.chars().count())
+        .chain([input_label.chars().count()])
+        .max()
+        .unwrap_or(0);
     let number_width = thousands(before).len();
     for (label, tokens, cut) in rows {
         out.push_str(&format!("  {label:<label_width$}  {:>number_width$}", thousands(tokens)));
@@ -187,6 +203,13 @@ pub fn dry_run(
             out.push(')');
         }
         out.push('\n');
+    }
+    if let Some(tokens) = summary_input {
+        out.push_str(&format!(
+            "  {input_label:<label_width$}  {:>number_width$}  ({:.2} of as read)\n",
+            thousands(tokens),
+            tokens as f64 / before.max(1) as f64
+        ));
     }
 
     let large = config.models.large.as_ref();
@@ -288,13 +311,16 @@ mod tests {
         };
         let report = dry_run(&transcript, "t.json", &with_window(100_000), None);
         // 4000 bytes of tool output is 1000 tokens; 200 chars + the marker is 54; 50 chars + the marker is 17.
+        // The summarizer reads the history as one transcript (`[read_file result] xxx...`), with an
+        // introduction and a closing ask, and with the newest turn's output at 200 characters.
         assert_eq!(
             report,
             "t.json: 5 messages (1 system), 1 tool results, 0 tool schemas, a JSON array\n\
              tokens (estimated by approx: a quarter of the bytes, plus per-message framing):\n  \
              as read                                        1,037\n  \
              standard pruning (200 chars per tool output)      91  (-946; 1 tool output cut)\n  \
-             aggressive pruning (50 chars per tool output)     54  (-983; 1 tool output cut)\n\
+             aggressive pruning (50 chars per tool output)     54  (-983; 1 tool output cut)\n  \
+             summarizer input (instructions aside)            159  (0.15 of as read)\n\
              window: 100,000 tokens (models.large, big); threshold 0.8 = 80,000 tokens; 100 reserved for the answer\n\
              compaction: would not trigger: 1.0% of the window, below the 80% threshold (78,963 tokens to go)\n"
         );

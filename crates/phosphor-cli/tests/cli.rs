@@ -413,13 +413,18 @@ async fn compact_dry_run_prints_the_numbers_without_calling_a_model() {
     assert!(lines[4].trim_start().starts_with("aggressive pruning (50 chars per tool output)"));
     assert!(numbers(lines[4]).contains(&after_aggressive), "{}", lines[4]);
     assert!(before > 5_000 && after_standard < before / 2, "{before} {after_standard}");
+    // The history as the summarizer reads it: one transcript, older turns in brief.
+    assert!(lines[5].trim_start().starts_with("summarizer input (instructions aside)"), "{}", lines[5]);
+    let input = numbers(lines[5])[0];
+    assert!(input < after_standard, "{}", lines[5]);
+    assert!(lines[5].ends_with(&format!("({:.2} of as read)", input as f64 / before as f64)), "{}", lines[5]);
     assert_eq!(
-        lines[5],
+        lines[6],
         "window: 1,047,576 tokens (models.large, mock-large); threshold 0.8 = 838,061 tokens; 100 reserved for the answer"
     );
     let percent = before as f64 * 100.0 / 1_047_576.0;
     assert_eq!(
-        lines[6],
+        lines[7],
         format!(
             "compaction: would not trigger: {percent:.1}% of the window, below the 80% threshold ({} tokens to go)",
             thousands(838_061 - before)
