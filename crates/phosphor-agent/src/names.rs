@@ -6,10 +6,11 @@
 //! `export`, `default`, `static`, `public`, `private`, `protected`, `abstract`, `final`, `unsafe`,
 //! `const`, `extern`, `override`), it opens with a definition keyword and the name is followed as
 //! code would follow it:
-//! - `def`, `fn`, `func`, `function`: the name, then right after it `(` or `<` (Go's receiver
-//!   `func (r *T) Name(` is skipped; a `def` may also end its line, as Ruby's do);
+//! - `def`, `fn`, `func`, `function`: the name, then right after it `(` or `<`, or after spaces a
+//!   `(` on a line that ends with `{` or `:` (Go's receiver `func (r *T) Name(` is skipped; a `def`
+//!   may also end its line, as Ruby's do);
 //! - `class`, `struct`, `enum`, `trait`, `interface`, `type`: the name, then right after it `(`,
-//!   `<`, `[`, or a `:` on a line that ends with `:` or `{`; or, after spaces, `{`, `=`, `;`,
+//!   `<` or `[`; or a `:` on a line that ends with `:` or `{`; or, after spaces, `{`, `=`, `;`,
 //!   `extends`, `implements`, `struct`, `interface`, `where`, or the end of the line.
 //!
 //! So `class Foo(Base):`, `pub(crate) async fn run<T>(`, `export default function App(`,
@@ -76,14 +77,17 @@ pub fn defined_name(line: &str) -> Option<&str> {
     }
     let follows = if function {
         // Right after the name, as code writes it ("function calls (see below)" is prose).
-        after.starts_with(['(', '<']) || (keyword == "def" && after.trim().is_empty())
+        // `function foo (a) {`, spaced as some styles write it, where the line ends as code's.
+        after.starts_with(['(', '<'])
+            || (keyword == "def" && after.trim().is_empty())
+            || (after.trim_start().starts_with('(') && after.trim_end().ends_with(['{', ':']))
     } else {
         // `(`, `<`, `[` right after the name; a `:` right after it when the line ends as a
         // definition's does (Python's `class A:`, Rust's `trait T: Send {`), not as prose's
         // ("enum values: red, green"); `{`, `=`, `;`, a follower word or nothing after spaces.
         let spaced = after.trim_start();
         after.starts_with(['(', '<', '['])
-            || (after.starts_with(':') && after.trim_end().ends_with([':', '{']))
+            || (spaced.starts_with(':') && after.trim_end().ends_with([':', '{']))
             || spaced.is_empty()
             || spaced.starts_with(['{', '=', ';'])
             || TYPE_FOLLOWERS.contains(&split_word(spaced).0)
@@ -188,6 +192,8 @@ mod tests {
             ("enum values: red, green", None),
             ("type definitions: see types.ts", None),
             ("trait Tool: Send + Sync {", Some("Tool")),
+            ("class Foo : public Base {", Some("Foo")),
+            ("function foo (a) {", Some("foo")),
             ("class Shape:", Some("Shape")),
             ("type List[T any] []T", Some("List")),
             ("type of input", None),

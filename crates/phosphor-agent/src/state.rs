@@ -173,15 +173,36 @@ impl SessionState {
             for part in &message.parts {
                 match part {
                     Part::ToolCall(call) => {
-                        if let Some(run) = state.add_call(&call.name, &call.arguments) {
-                            pending.insert(call.id.clone(), run);
+                        if let Some((command, mut before)) = state.add_call(&call.name, &call.arguments) {
+                            // A parallel call of the same command, still unanswered, holds the run
+                            // before both.
+                            if before.is_empty()
+                                && let Some((_, earlier)) = pending.values().find(|(c, _)| *c == command)
+                            {
+                                before = earlier.clone();
+                            }
+                            pending.insert(call.id.clone(), (command, before));
                         }
                     }
                     Part::ToolResult(result) => match pending.remove(&result.call_id) {
                         Some((command, before)) => {
                             let newest = outcome(&result.content, result.is_error);
-                            if let Some(run) = state.commands.iter_mut().find(|c| c.command == command) {
-                                run.outcome = follow_up(&before, &newest);
+                            match state.commands.iter_mut().find(|c| c.command == command) {
+                                // A parallel call of the same command answered first: its outcome
+                                // is the run before this one.
+                                Some(run) if !run.outcome.is_empty() => {
+                                    run.outcome = follow_up(&run.outcome.clone(), &newest);
+                                }
+                                Some(run) => run.outcome = follow_up(&before, &newest),
+                                // Pushed out by 40 newer commands in the meantime.
+                                None if result.is_error => {
+                                    state.push_error(format!(
+                                        "{}: {}",
+                                        result.name,
+                                        error_line(&result.content)
+                                    ));
+                                }
+                                None => {}
                             }
                         }
                         None if result.is_error => {
@@ -1391,6 +1412,29 @@ mod tests {
             |command: &str| parallel.commands.iter().find(|c| c.command == command).unwrap().outcome.clone();
         assert_eq!(outcome("make"), "exit 2: make: *** No targets");
         assert_eq!(outcome("git diff"), "ok");
+        // Two parallel runs of a command that failed before: the note survives both answers.
+        let twice = |first: &str, second: &str| {
+            let mut messages =
+                vec![run("1", "cargo test"), result("1", "Bash", "error: boom\nexit code: 101", false)];
+            messages.push(Message::new(
+                Role::Assistant,
+                ["a", "b"]
+                    .iter()
+                    .map(|id| {
+                        Part::ToolCall(ToolCall {
+                            id: (*id).into(),
+                            name: "Bash".into(),
+                            arguments: r#"{"command": "cargo test"}"#.into(),
+                        })
+                    })
+                    .collect(),
+            ));
+            messages.push(result(first, "Bash", "exit code: 0", false));
+            messages.push(result(second, "Bash", "exit code: 0", false));
+            SessionState::collect(&messages).commands[0].outcome.clone()
+        };
+        assert_eq!(twice("a", "b"), "ok (failed before: exit 101: error: boom)");
+        assert_eq!(twice("b", "a"), "ok (failed before: exit 101: error: boom)");
         // An outcome may hold an arrow.
         let arrow = SessionState::collect(&[
             run("9", "make"),

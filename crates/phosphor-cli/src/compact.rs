@@ -114,8 +114,8 @@ fn summary_for_transcript(summary: &Message, flag: bool) -> Message {
 
 /// The `--dry-run` report: tokens as read and after each pruning (tool outputs and long values in
 /// tool-call arguments), the history as the summarizer would read it at the shedding ladder's first
-/// rung ([`first_summary_input`], every message folded, the instructions aside), and whether
-/// compaction would trigger. The request is estimated as the agent frames it (the leading system messages as one
+/// rung ([`first_summary_input`], every message folded as with `summarize_keep_recent_tokens` 0,
+/// the instructions aside), and whether compaction would trigger. The request is estimated as the agent frames it (the leading system messages as one
 /// system prompt, the transcript's tool schemas, the request framing) and the decision is the
 /// agent's own ([`policy::trigger`] with [`policy::reserve`]), so a dry run and a real turn agree.
 pub fn dry_run(
@@ -174,12 +174,16 @@ pub fn dry_run(
             Some((aggressive.truncated_results, aggressive.truncated_arguments)),
         ),
     ];
-    // What the summarizer reads: a leading summary is never folded (it goes with the instructions).
-    let fold = match rest.split_first() {
+    // What the summarizer reads, as `compact` imports it: a leading summary is never folded (it
+    // goes with the instructions), and a summary flag elsewhere is dropped.
+    let fold: Vec<Message> = match rest.split_first() {
         Some((first, others)) if first.is_summary => others,
         _ => rest,
-    };
-    let summary_input = first_summary_input(fold, options).map(|input| counter.count_message(&input));
+    }
+    .iter()
+    .map(|m| Message { is_summary: false, ..m.clone() })
+    .collect();
+    let summary_input = first_summary_input(&fold, options).map(|input| counter.count_message(&input));
     let input_label = "summarizer input (instructions aside)";
     let label_width = rows
         .iter()
