@@ -95,17 +95,6 @@ pub fn defined_name(line: &str) -> Option<&str> {
     follows.then_some(name)
 }
 
-/// The names `text` defines, in order, each once.
-pub fn defined_names(text: &str) -> Vec<&str> {
-    let mut names: Vec<&str> = Vec::new();
-    for name in text.lines().filter_map(defined_name) {
-        if !names.contains(&name) {
-            names.push(name);
-        }
-    }
-    names
-}
-
 /// The names `texts` (one change's code) define, in order of first appearance, each once, the
 /// first [`MAX_NAMES_PER_FILE`] (a file written whole lists what it starts with).
 pub fn names_of_change<'a>(texts: impl IntoIterator<Item = &'a str>) -> Vec<String> {
@@ -225,7 +214,7 @@ mod tests {
     #[test]
     fn names_are_listed_once_and_the_newest_kept() {
         let code = "class A:\n    def run(self):\n        pass\n\nclass B(A):\n    def run(self):\n";
-        assert_eq!(defined_names(code), ["A", "run", "B"]);
+        assert_eq!(names_of_change([code]), ["A", "run", "B"]);
         let mut names = vec!["old".to_owned(), "run".to_owned()];
         add_names(&mut names, ["run", "new"]);
         assert_eq!(names, ["old", "run", "new"]);
