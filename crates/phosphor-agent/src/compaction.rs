@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use phosphor_core::{
-    ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Role, StreamEvent, Usage,
+    ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Role, StreamEvent, TokenCounter,
+    Usage,
 };
 use phosphor_prompt::SummaryContext;
 use phosphor_store::SessionStore;
@@ -147,9 +148,6 @@ impl SessionAgent {
         let mut trail = previous.as_ref().map(|p| SessionState::parse(&p.text_content())).unwrap_or_default();
         trail.merge(SessionState::collect(fold));
 
-        // Step 2: standard pruning of tool outputs (the ladder below prunes harder when needed).
-        let mut ladder = policy::Ladder::new(fold, &self.options);
-
         // Step 3: the prompt, with the previous summary for iterative compaction.
         let previous_text = previous.as_ref().map(|p| state::strip(&p.text_content()).to_owned());
         let mut tools_used: Vec<String> =
@@ -206,6 +204,18 @@ impl SessionAgent {
         // the summarizer accepts it. The summary may be as long as what it summarizes calls for.
         let fold_tokens: u64 = cache.ledger.counts()[cut.fold.clone()].iter().sum();
         let reserve = policy::summary_budget(fold_tokens, summary_budget);
+        // Step 2: standard pruning of tool outputs (the ladder prunes harder when needed), within a
+        // share of what the compaction folds (the previous summary is folded again, and is sent).
+        let previous_tokens = previous.as_ref().map_or(0, |p| counter.count_message(p));
+        let instructions = counter.count_message(&Message::system(rendered.text.as_str()))
+            + carried.as_deref().map_or(0, |c| counter.count_message(&Message::user(c)));
+        let measure =
+            |input: &[Cow<'_, Message>]| counter.count_message(&summary_message(None, input.to_vec()));
+        let reading = policy::Reading {
+            target: policy::summary_input_target(fold_tokens + previous_tokens, instructions),
+            measure: &measure,
+        };
+        let mut ladder = policy::Ladder::new(fold, &self.options, reading);
         let outcome = loop {
             let Some((level, input)) = ladder.next_input() else {
                 break Err(AgentError::NothingToShed {
@@ -451,13 +461,22 @@ fn summary_request(
 
 /// The user message of a summary request, as a compaction of `fold` (the messages it folds, a
 /// previous summary aside) sends it at the shedding ladder's first rung, after the instructions:
-/// the history as the summarizer reads it. `phosphor compact --dry-run` counts it. `None` when
-/// there is nothing to fold.
-pub fn first_summary_input(fold: &[Message], options: &phosphor_core::config::Options) -> Option<Message> {
+/// the history as the summarizer reads it, counted by `counter` against
+/// [`policy::summary_input_target`] with the instructions not counted (a compaction counts them,
+/// and may read a turn or two more as headlines). `phosphor compact --dry-run` counts it. `None`
+/// when there is nothing to fold.
+pub fn first_summary_input(
+    fold: &[Message],
+    options: &phosphor_core::config::Options,
+    counter: &dyn TokenCounter,
+) -> Option<Message> {
     if fold.is_empty() {
         return None;
     }
-    let (_, input) = policy::Ladder::new(fold, options).next_input()?;
+    let fold_tokens = fold.iter().map(|m| counter.count_message(m)).sum();
+    let measure = |input: &[Cow<'_, Message>]| counter.count_message(&summary_message(None, input.to_vec()));
+    let reading = policy::Reading { target: policy::summary_input_target(fold_tokens, 0), measure: &measure };
+    let (_, input) = policy::Ladder::new(fold, options, reading).next_input()?;
     Some(summary_message(None, input))
 }
 

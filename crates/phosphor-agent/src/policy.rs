@@ -271,16 +271,63 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
     (!cut.fold.is_empty()).then_some(cut)
 }
 
+/// The most of the folded history's tokens a summary request may take, its instructions
+/// included, before the oldest turns are read as headlines ([`Ladder`]): a third. Where tool
+/// traffic is the bulk, pruning alone reads a session in far less (a tenth of the real Claude Code
+/// sessions of docs/BENCHMARKS.md); where the conversation is the bulk (aider's sessions), the
+/// oldest answers are read by their opening and the oldest long requests by their start and end,
+/// which the session-state trail keeps whole anyway.
+pub const SUMMARY_INPUT_SHARE: f64 = 1.0 / 3.0;
+
+/// A headline turn's assistant prose, in characters: about the sentence in which an answer says
+/// what it sets out to do.
+pub const HEADLINE_ANSWER_CHARS: usize = 160;
+
+/// A headline turn's user message longer than this many characters keeps its start and its end
+/// (`phosphor_prune::shorten_user_messages`).
+pub const HEADLINE_REQUEST_CHARS: usize = 600;
+
+/// The tokens the history as the summarizer reads it may take: [`SUMMARY_INPUT_SHARE`] of the
+/// `fold_tokens` it folds, less the `instructions` sent with it, and never less than
+/// [`MIN_SUMMARY_INPUT_TOKENS`].
+pub fn summary_input_target(fold_tokens: u64, instructions: u64) -> u64 {
+    ((fold_tokens as f64 * SUMMARY_INPUT_SHARE) as u64)
+        .saturating_sub(instructions)
+        .max(MIN_SUMMARY_INPUT_TOKENS)
+}
+
+/// A history the summarizer reads in fewer tokens is read without headlines whatever it folds:
+/// there a headline saves less than it costs the summary (a small session's instructions alone
+/// may be a third of it).
+pub const MIN_SUMMARY_INPUT_TOKENS: u64 = 2_000;
+
+/// How a [`Ladder`] measures an input against its target: the tokens of the history as the
+/// summarizer reads it, and the most it should take ([`summary_input_target`]).
+pub struct Reading<'a> {
+    /// The most tokens the input should take; `u64::MAX` reads no turn as a headline before the
+    /// ladder's last rungs.
+    pub target: u64,
+    /// Tokens of an input as the summarizer would read it.
+    pub measure: &'a (dyn Fn(&[Cow<'a, Message>]) -> u64 + Sync),
+}
+
 /// The ladder of ever smaller summarizer inputs (ARCHITECTURE.md, "Shedding ladder"): 0 standard
 /// pruning (and, at every level, the turns before the newest folded one read in brief: their
 /// assistant prose cut to `summarize_assistant_text_chars`, their calls' arguments and the outputs
 /// of their file changes that went through to `summarize_tool_output_aggressive_chars`; and every
 /// plan write but the latest left out, `state::elide_superseded_plans`); 1 aggressive pruning;
-/// 2 every tool output omitted; 3.. the oldest turns dropped one at a time (never the previous
-/// summary, which is in the prompt, nor the latest turn).
+/// 2 every tool output omitted; 3 every turn before the newest read as a headline; 4.. the oldest
+/// turns dropped one at a time (never the previous summary, which is in the prompt, nor the latest
+/// turn). At levels 0 to 2, as many of the oldest turns as it takes to bring the input within the
+/// [`Reading`]'s target are read as headlines: their prose cut to [`HEADLINE_ANSWER_CHARS`], their
+/// tool outputs and calls' arguments to `summarize_tool_output_aggressive_chars`, and their user
+/// messages over [`HEADLINE_REQUEST_CHARS`] to their start and end.
 pub struct Ladder<'a> {
     fold: &'a [Message],
     options: &'a Options,
+    reading: Reading<'a>,
+    /// Where each turn of `fold` starts.
+    starts: Vec<usize>,
     level: u32,
     /// The smallest input tried so far, in tokens (a rung no smaller is skipped).
     pub smallest_tokens: u64,
@@ -288,8 +335,9 @@ pub struct Ladder<'a> {
 
 impl<'a> Ladder<'a> {
     /// The ladder over the messages a compaction folds.
-    pub fn new(fold: &'a [Message], options: &'a Options) -> Ladder<'a> {
-        Ladder { fold, options, level: 0, smallest_tokens: u64::MAX }
+    pub fn new(fold: &'a [Message], options: &'a Options, reading: Reading<'a>) -> Ladder<'a> {
+        let starts = phosphor_prune::turn_starts(fold);
+        Ladder { fold, options, reading, starts, level: 0, smallest_tokens: u64::MAX }
     }
 
     /// The next rung's level and input; `None` when nothing is left to shed.
@@ -301,37 +349,63 @@ impl<'a> Ladder<'a> {
         } else {
             self.options.summarize_tool_output_aggressive_chars
         };
-        let newest_turn = phosphor_prune::turn_starts(self.fold).last().copied().unwrap_or(0);
-        let mut input = phosphor_prune::prune_messages_graded(
-            self.fold,
-            chars,
-            newest_turn,
-            self.options.summarize_tool_output_aggressive_chars,
-        );
+        let older = self.starts.len().saturating_sub(1);
+        let headlines = if level >= 3 { older } else { self.headlines_within_target(chars, level, older) };
+        let mut input = self.read(chars, level, headlines);
+        if level >= 4 {
+            let turns = (level - 3) as usize;
+            let dropped = phosphor_prune::drop_oldest_turns(&mut input, turns);
+            if dropped == 0 || turns > older {
+                return None;
+            }
+        }
+        Some((level, input))
+    }
+
+    /// The fewest of the oldest turns read as headlines that bring the input at `level` within the
+    /// target (every turn but the newest when none does).
+    fn headlines_within_target(&self, chars: usize, level: u32, older: usize) -> usize {
+        let within =
+            |turns: usize| (self.reading.measure)(&self.read(chars, level, turns)) <= self.reading.target;
+        if older == 0 || within(0) {
+            return 0;
+        }
+        // Each headline only shortens the input: the least count that fits is found by halving.
+        let (mut fits, mut over) = (older, 0);
+        while fits - over > 1 {
+            let middle = over + (fits - over) / 2;
+            if within(middle) {
+                fits = middle;
+            } else {
+                over = middle;
+            }
+        }
+        fits
+    }
+
+    /// The input at `level`, with the first `headlines` turns read as headlines.
+    fn read(&self, chars: usize, level: u32, headlines: usize) -> Vec<Cow<'a, Message>> {
+        let brief = self.options.summarize_tool_output_aggressive_chars;
+        let newest_turn = self.starts.last().copied().unwrap_or(0);
+        let headline_end =
+            if headlines == 0 { 0 } else { self.starts.get(headlines).copied().unwrap_or(newest_turn) };
+        let mut input = phosphor_prune::prune_messages_by(self.fold, |at| phosphor_prune::Limits {
+            outputs: if at < headline_end { brief.min(chars) } else { chars },
+            arguments: if at < newest_turn { brief.min(chars) } else { chars },
+        });
         phosphor_prune::prune_assistant_prose(
             &mut input,
             newest_turn,
             self.options.summarize_assistant_text_chars,
         );
-        crate::state::brief_file_change_outputs(
-            &mut input,
-            self.fold,
-            newest_turn,
-            self.options.summarize_tool_output_aggressive_chars,
-        );
+        phosphor_prune::prune_assistant_prose(&mut input, headline_end, HEADLINE_ANSWER_CHARS);
+        phosphor_prune::shorten_user_messages(&mut input, headline_end, HEADLINE_REQUEST_CHARS);
+        crate::state::brief_file_change_outputs(&mut input, self.fold, newest_turn, brief);
         crate::state::elide_superseded_plans(&mut input);
         if level >= 2 {
             phosphor_prune::omit_oldest_tool_outputs(&mut input, usize::MAX);
         }
-        if level >= 3 {
-            let turns = (level - 2) as usize;
-            let dropped = phosphor_prune::drop_oldest_turns(&mut input, turns);
-            let available = phosphor_prune::turn_starts(self.fold).len().saturating_sub(1);
-            if dropped == 0 || turns > available {
-                return None;
-            }
-        }
-        Some((level, input))
+        input
     }
 }
 
@@ -549,5 +623,49 @@ mod tests {
         check_cut(turns, None, 10_000, 10, Some((0..6, None)));
         check_cut("SUM:5", None, 10_000, 0, None);
         check_cut("", None, 10_000, 0, None);
+    }
+
+    #[test]
+    fn the_ladder_reads_the_oldest_turns_as_headlines_until_the_input_fits_the_target() {
+        assert_eq!(summary_input_target(30_000, 400), 9_600);
+        assert_eq!(summary_input_target(3_000, 400), MIN_SUMMARY_INPUT_TOKENS);
+        let answer = "a".repeat(500);
+        let request = format!("{}{}", "r".repeat(400), "e".repeat(400));
+        let mut fold = Vec::new();
+        for turn in 0..4 {
+            fold.push(Message::user(format!("{turn} {request}")));
+            fold.push(Message::assistant(format!("{turn} {answer}")));
+        }
+        let options = Options::default();
+        let chars =
+            |input: &[Cow<'_, Message>]| input.iter().map(|m| m.text_content().len() as u64).sum::<u64>();
+        let whole = chars(&fold.iter().map(Cow::Borrowed).collect::<Vec<_>>());
+        let headline = |input: &[Cow<'_, Message>], turn: usize| {
+            let (request, answer) = (input[2 * turn].text_content(), input[2 * turn + 1].text_content());
+            let short = request.chars().count() <= HEADLINE_REQUEST_CHARS
+                && answer.chars().count() == HEADLINE_ANSWER_CHARS + phosphor_prune::TRUNCATION_MARKER.len();
+            short && request.ends_with(&"e".repeat(200)) && request.contains(" rrr")
+        };
+        // (target, how many of the oldest turns are read as headlines at the first rung)
+        for (target, headlines) in [(u64::MAX, 0), (whole, 0), (whole - 1, 1), (whole - 1_000, 2), (0, 3)] {
+            let mut ladder = Ladder::new(&fold, &options, Reading { target, measure: &chars });
+            let (level, input) = ladder.next_input().unwrap();
+            assert_eq!(level, 0);
+            for turn in 0..4 {
+                assert_eq!(headline(&input, turn), turn < headlines, "target {target}, turn {turn}");
+            }
+            assert_eq!(input[6].as_ref(), &fold[6], "the newest turn is read whole");
+            assert_eq!(input[7].as_ref(), &fold[7]);
+        }
+        // Without a target: levels 1 and 2 read no headline, 3 reads every older turn as one, 4 and
+        // 5 drop the oldest turns, and then there is nothing left to shed.
+        let mut ladder = Ladder::new(&fold, &options, Reading { target: u64::MAX, measure: &chars });
+        let rungs: Vec<(u32, usize, usize)> = std::iter::from_fn(|| ladder.next_input())
+            .map(|(level, input)| {
+                let headlines = (0..input.len() / 2 - 1).filter(|&t| headline(&input, t)).count();
+                (level, input.len(), headlines)
+            })
+            .collect();
+        assert_eq!(rungs, [(0, 8, 0), (1, 8, 0), (2, 8, 0), (3, 8, 3), (4, 6, 2), (5, 4, 1), (6, 2, 0)]);
     }
 }

@@ -260,9 +260,12 @@ async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured
         );
         assert_eq!(whole.requests_verbatim, whole.requests, "every request within the default budget");
         assert_eq!(whole.files_kept, whole.files);
-        // Measured 0.31 to 0.55 on these sessions (docs/BENCHMARKS.md: user messages, instructions and
-        // framing alone are 0.18 of session 1). A guard against regressions, not the third.
-        assert!(ratio < 0.6, "the summary request is {ratio:.2} of the transcript");
+        // Within a third (`policy::SUMMARY_INPUT_SHARE`) where reading the oldest turns as headlines
+        // can bring it there; session 1 (6,587 tokens, a third of which its instructions, requests
+        // and framing nearly fill) is read with every turn but the newest as a headline, at 0.45
+        // (docs/BENCHMARKS.md).
+        let most = if n == 1 { 0.46 } else { phosphor_agent::policy::SUMMARY_INPUT_SHARE };
+        assert!(ratio < most, "the summary request is {ratio:.3} of the transcript");
         let (mut sent, mut summaries) = (Vec::new(), Vec::new());
         for (name, options) in
             [("summaries only", summaries_only()), ("masking + summaries", Options::default())]

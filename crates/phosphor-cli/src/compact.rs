@@ -183,7 +183,8 @@ pub fn dry_run(
     .iter()
     .map(|m| Message { is_summary: false, ..m.clone() })
     .collect();
-    let summary_input = first_summary_input(&fold, options).map(|input| counter.count_message(&input));
+    let summary_input =
+        first_summary_input(&fold, options, counter).map(|input| counter.count_message(&input));
     let input_label = "summarizer input (instructions aside)";
     let label_width = rows
         .iter()

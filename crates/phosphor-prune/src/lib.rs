@@ -54,7 +54,7 @@ pub use masking::{
     MASKED_ARGUMENT_CHARS, MASKED_PREFIX, mask_tool_traffic, masked_argument_share, masked_output,
 };
 pub use pairing::{INTERRUPTED_RESULT, PairingViolation, check_tool_pairing, repair_tool_pairing};
-pub use prose::prune_assistant_prose;
+pub use prose::{cut_middle_marker, prune_assistant_prose, shorten_user_messages};
 pub use turns::{keep_recent_split, keep_recent_split_by, turn_starts};
 
 /// Appended to a tool output that was cut.
@@ -133,7 +133,7 @@ impl Pruned<'_> {
 /// message once more after the cut. Order, ids and tool-call pairing are unchanged.
 pub fn prune<'a>(messages: &'a [Message], max_chars: usize, counter: &dyn TokenCounter) -> Pruned<'a> {
     let mut cut = Cuts::default();
-    let out = prune_with(messages, max_chars, 0, max_chars, &mut cut);
+    let out = prune_with(messages, |_| Limits { outputs: max_chars, arguments: max_chars }, &mut cut);
     let tokens_before = messages.iter().map(|m| counter.count_message(m)).sum();
     let tokens_after = messages
         .iter()
@@ -155,7 +155,7 @@ pub fn prune<'a>(messages: &'a [Message], max_chars: usize, counter: &dyn TokenC
 /// [`prune`]'s messages alone, without counting tokens: for a caller that counts what it sends
 /// itself (with an exact counter, counting is the costly part).
 pub fn prune_messages(messages: &[Message], max_chars: usize) -> Vec<Cow<'_, Message>> {
-    prune_with(messages, max_chars, 0, max_chars, &mut Cuts::default())
+    prune_messages_by(messages, |_| Limits { outputs: max_chars, arguments: max_chars })
 }
 
 /// [`prune_messages`], except that the tool calls in `messages[..before]` have their arguments cut
@@ -168,25 +168,40 @@ pub fn prune_messages_graded(
     before: usize,
     older_argument_chars: usize,
 ) -> Vec<Cow<'_, Message>> {
-    prune_with(messages, max_chars, before, older_argument_chars, &mut Cuts::default())
+    let older = older_argument_chars.min(max_chars);
+    prune_messages_by(messages, |at| Limits {
+        outputs: max_chars,
+        arguments: if at < before { older } else { max_chars },
+    })
 }
 
-/// Outputs cut at `max_chars`; arguments at `older_argument_chars` (at most `max_chars`) in
-/// `messages[..before]`, at `max_chars` from there on.
+/// The characters [`prune_messages_by`] keeps of one message's tool outputs and of the long string
+/// values in its tool calls' arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Each tool output's (see [`truncate_chars`]).
+    pub outputs: usize,
+    /// Each long string value's in a call's arguments (see [`prune_arguments`]).
+    pub arguments: usize,
+}
+
+/// [`prune_messages`] with limits chosen per message: `limits(index)` for `messages[index]`.
+pub fn prune_messages_by(messages: &[Message], limits: impl Fn(usize) -> Limits) -> Vec<Cow<'_, Message>> {
+    prune_with(messages, limits, &mut Cuts::default())
+}
+
+/// Every message pruned at `limits(index)`.
 fn prune_with<'a>(
     messages: &'a [Message],
-    max_chars: usize,
-    before: usize,
-    older_argument_chars: usize,
+    limits: impl Fn(usize) -> Limits,
     cuts: &mut Cuts,
 ) -> Vec<Cow<'a, Message>> {
-    let older = older_argument_chars.min(max_chars);
     messages
         .iter()
         .enumerate()
         .map(|(at, message)| {
-            let argument_chars = if at < before { older } else { max_chars };
-            prune_message(message, max_chars, argument_chars, cuts).map_or(Cow::Borrowed(message), Cow::Owned)
+            let Limits { outputs, arguments } = limits(at);
+            prune_message(message, outputs, arguments, cuts).map_or(Cow::Borrowed(message), Cow::Owned)
         })
         .collect()
 }

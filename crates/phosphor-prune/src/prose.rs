@@ -1,7 +1,9 @@
 //! Assistant prose cut for a summarizer: in chat-heavy coding sessions (aider's, for one) the
 //! assistant's explanations are most of the transcript once tool traffic is pruned, and the
-//! summarizer needs what each answer set out to do more than every sentence of it. What the
-//! user asked is never cut here, and neither is the newest answer, where the work stands.
+//! summarizer needs what each answer set out to do more than every sentence of it. The newest
+//! answer, where the work stands, is never cut here; what the user asked is cut only in its
+//! middle, and only where the caller says (the oldest turns of a long session, whose requests the
+//! caller keeps elsewhere).
 
 use std::borrow::Cow;
 
@@ -49,6 +51,68 @@ pub fn prune_assistant_prose(messages: &mut [Cow<'_, Message>], before: usize, m
     cut
 }
 
+/// What replaces the middle of a long user message: how many characters were left out.
+pub fn cut_middle_marker(chars: usize) -> String {
+    format!("\n[... {chars} characters cut ...]\n")
+}
+
+/// Cuts the middle of every user message's text in `messages[..before]` that is longer than
+/// `max_chars` characters, keeping its start and its end (where a pasted log or traceback states
+/// its error) around [`cut_middle_marker`], `max_chars` characters in all with the marker. Returns
+/// how many texts it cut. Idempotent (a cut text is no longer than `max_chars`), never splits a
+/// character; summaries, other roles and everything from `before` on are left alone. A
+/// `max_chars` too small to hold the marker and some text on each side cuts nothing.
+pub fn shorten_user_messages(messages: &mut [Cow<'_, Message>], before: usize, max_chars: usize) -> usize {
+    let before = before.min(messages.len());
+    let mut cut = 0;
+    for message in &mut messages[..before] {
+        if message.role != Role::User || message.is_summary {
+            continue;
+        }
+        if !message
+            .parts
+            .iter()
+            .any(|part| matches!(part, Part::Text { text } if cut_middle(text, max_chars).is_some()))
+        {
+            continue;
+        }
+        let parts = message
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::Text { text } => match cut_middle(text, max_chars) {
+                    Some(shorter) => {
+                        cut += 1;
+                        Part::Text { text: shorter }
+                    }
+                    None => part.clone(),
+                },
+                other => other.clone(),
+            })
+            .collect();
+        *message = Cow::Owned(with_parts(message, parts));
+    }
+    cut
+}
+
+/// `text`'s start and end around [`cut_middle_marker`], `max_chars` characters in all, or `None`
+/// when `text` fits or `max_chars` leaves fewer than 8 characters on each side of the marker.
+fn cut_middle(text: &str, max_chars: usize) -> Option<String> {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return None;
+    }
+    // The marker with the widest count it may hold: what is kept is then never over `max_chars`.
+    let room = max_chars.checked_sub(cut_middle_marker(total).chars().count())?;
+    if room < 16 {
+        return None;
+    }
+    let (head, tail) = (room - room / 2, room / 2);
+    let head_end = text.char_indices().nth(head).map_or(text.len(), |(at, _)| at);
+    let tail_start = text.char_indices().nth(total - tail).map_or(text.len(), |(at, _)| at);
+    Some(format!("{}{}{}", &text[..head_end], cut_middle_marker(total - head - tail), &text[tail_start..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,7 +147,44 @@ mod tests {
         assert_eq!(prune_assistant_prose(&mut input, 4, 100), 0, "a second pass cuts nothing");
     }
 
+    #[test]
+    fn a_long_request_keeps_its_start_and_end() {
+        let text = format!("{}{}{}", "a".repeat(300), "m".repeat(1_000), "z".repeat(300));
+        let messages = [Message::user(text.clone()), Message::assistant("ok"), Message::user(text.clone())];
+        let mut input: Vec<Cow<'_, Message>> = messages.iter().map(Cow::Borrowed).collect();
+        assert_eq!(shorten_user_messages(&mut input, 2, 600), 1);
+        let marker = cut_middle_marker(1_600 - 600 + cut_middle_marker(1_600).len());
+        let kept = 600 - cut_middle_marker(1_600).len();
+        let shorter = input[0].text_content();
+        assert_eq!(shorter, format!("{}{}{}", &text[..kept - kept / 2], marker, &text[1_600 - kept / 2..]));
+        assert!(shorter.starts_with(&"a".repeat(250)) && shorter.ends_with(&"z".repeat(250)));
+        assert!(shorter.chars().count() <= 600);
+        assert!(
+            matches!(input[1], Cow::Borrowed(_)) && matches!(input[2], Cow::Borrowed(_)),
+            "from `before` on, nothing"
+        );
+        assert_eq!(shorten_user_messages(&mut input, 2, 600), 0, "a second pass cuts nothing");
+        assert_eq!(shorten_user_messages(&mut input, 3, 20), 0, "no room beside the marker");
+    }
+
     proptest! {
+        #[test]
+        fn a_middle_cut_is_short_idempotent_and_keeps_both_ends(text in "\\PC{0,300}", max in 0usize..200) {
+            let messages = [Message::user(text.clone())];
+            let mut once: Vec<Cow<'_, Message>> = messages.iter().map(Cow::Borrowed).collect();
+            shorten_user_messages(&mut once, 1, max);
+            let shorter = once[0].text_content();
+            if shorter != text {
+                prop_assert!(shorter.chars().count() <= max);
+                let (head, tail) = shorter.split_once("\n[... ").unwrap();
+                prop_assert!(text.starts_with(head));
+                prop_assert!(text.ends_with(tail.split_once(" characters cut ...]\n").unwrap().1));
+            }
+            let mut twice = once.clone();
+            prop_assert_eq!(shorten_user_messages(&mut twice, 1, max), 0);
+            prop_assert_eq!(&twice, &once);
+        }
+
         #[test]
         fn never_longer_idempotent_and_paired(text in "\\PC{0,400}", max in 1usize..200, before in 0usize..6) {
             let history = history(&text);
