@@ -150,6 +150,8 @@ impl SessionAgent {
 
         // Step 3: the prompt, with the previous summary for iterative compaction.
         let previous_text = previous.as_ref().map(|p| state::strip(&p.text_content()).to_owned());
+        let previous_tokens =
+            previous_text.as_deref().map_or(0, |p| counter.count_message(&Message::user(p)));
         let mut tools_used: Vec<String> =
             fold.iter().flat_map(|m| m.tool_calls().map(|c| c.name.clone())).collect::<Vec<_>>();
         tools_used.sort();
@@ -204,15 +206,16 @@ impl SessionAgent {
         // the summarizer accepts it. The summary may be as long as what it summarizes calls for.
         let fold_tokens: u64 = cache.ledger.counts()[cut.fold.clone()].iter().sum();
         let reserve = policy::summary_budget(fold_tokens, summary_budget);
-        // Step 2: standard pruning of tool outputs (the ladder prunes harder when needed), within a
-        // share of what the compaction folds (the previous summary is folded again, and is sent).
-        let previous_tokens = previous.as_ref().map_or(0, |p| counter.count_message(p));
+        // (Step 2, the pruning, is the ladder's.) The summarizer reads at most a share of what the
+        // compaction folds as stored (not as masked), the previous summary's text included: it is
+        // folded again, and sent with the instructions.
+        let folded: u64 = fold.iter().map(|m| counter.count_message(m)).sum();
         let instructions = counter.count_message(&Message::system(rendered.text.as_str()))
             + carried.as_deref().map_or(0, |c| counter.count_message(&Message::user(c)));
         let measure =
             |input: &[Cow<'_, Message>]| counter.count_message(&summary_message(None, input.to_vec()));
         let reading = policy::Reading {
-            target: policy::summary_input_target(fold_tokens + previous_tokens, instructions),
+            target: policy::summary_input_target(folded + previous_tokens, instructions),
             measure: &measure,
         };
         let mut ladder = policy::Ladder::new(fold, &self.options, reading);

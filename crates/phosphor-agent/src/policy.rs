@@ -275,16 +275,16 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
 /// included, before the oldest turns are read as headlines ([`Ladder`]): a third. Where tool
 /// traffic is the bulk, pruning alone reads a session in far less (a tenth of the real Claude Code
 /// sessions of docs/BENCHMARKS.md); where the conversation is the bulk (aider's sessions), the
-/// oldest answers are read by their opening and the oldest long requests by their start and end,
-/// which the session-state trail keeps whole anyway.
+/// oldest answers are read by their opening and the oldest long requests by their start and end
+/// (the session-state trail keeps the requests verbatim, newest first, within its budget).
 pub const SUMMARY_INPUT_SHARE: f64 = 1.0 / 3.0;
 
 /// A headline turn's assistant prose, in characters: about the sentence in which an answer says
 /// what it sets out to do.
 pub const HEADLINE_ANSWER_CHARS: usize = 160;
 
-/// A headline turn's user message longer than this many characters keeps its start and its end
-/// (`phosphor_prune::shorten_user_messages`).
+/// A headline turn's user message text (each text part) longer than this many characters keeps
+/// its start and its end (`phosphor_prune::shorten_user_messages`).
 pub const HEADLINE_REQUEST_CHARS: usize = 600;
 
 /// The tokens the history as the summarizer reads it may take: [`SUMMARY_INPUT_SHARE`] of the
@@ -328,6 +328,9 @@ pub struct Ladder<'a> {
     reading: Reading<'a>,
     /// Where each turn of `fold` starts.
     starts: Vec<usize>,
+    /// How many of the oldest turns the previous rung read as headlines: a later rung reads no
+    /// fewer, so that each rung is smaller than the one before.
+    headlines: usize,
     level: u32,
     /// The smallest input tried so far, in tokens (a rung no smaller is skipped).
     pub smallest_tokens: u64,
@@ -337,7 +340,7 @@ impl<'a> Ladder<'a> {
     /// The ladder over the messages a compaction folds.
     pub fn new(fold: &'a [Message], options: &'a Options, reading: Reading<'a>) -> Ladder<'a> {
         let starts = phosphor_prune::turn_starts(fold);
-        Ladder { fold, options, reading, starts, level: 0, smallest_tokens: u64::MAX }
+        Ladder { fold, options, reading, starts, headlines: 0, level: 0, smallest_tokens: u64::MAX }
     }
 
     /// The next rung's level and input; `None` when nothing is left to shed.
@@ -351,6 +354,7 @@ impl<'a> Ladder<'a> {
         };
         let older = self.starts.len().saturating_sub(1);
         let headlines = if level >= 3 { older } else { self.headlines_within_target(chars, level, older) };
+        self.headlines = headlines;
         let mut input = self.read(chars, level, headlines);
         if level >= 4 {
             let turns = (level - 3) as usize;
@@ -362,16 +366,18 @@ impl<'a> Ladder<'a> {
         Some((level, input))
     }
 
-    /// The fewest of the oldest turns read as headlines that bring the input at `level` within the
-    /// target (every turn but the newest when none does).
+    /// The fewest of the oldest turns read as headlines, no fewer than the previous rung's, that
+    /// bring the input at `level` within the target (every turn but the newest when none does).
     fn headlines_within_target(&self, chars: usize, level: u32, older: usize) -> usize {
         let within =
             |turns: usize| (self.reading.measure)(&self.read(chars, level, turns)) <= self.reading.target;
-        if older == 0 || within(0) {
-            return 0;
+        let least = self.headlines.min(older);
+        if least == older || within(least) {
+            return least;
         }
-        // Each headline only shortens the input: the least count that fits is found by halving.
-        let (mut fits, mut over) = (older, 0);
+        // A headline shortens its turn (a request just over the limit may lose a token or two to
+        // the marker, no more): the least count that fits is found by halving.
+        let (mut fits, mut over) = (older, least);
         while fits - over > 1 {
             let middle = over + (fits - over) / 2;
             if within(middle) {

@@ -58,7 +58,7 @@ pub fn cut_middle_marker(chars: usize) -> String {
 
 /// Cuts the middle of every user message's text in `messages[..before]` that is longer than
 /// `max_chars` characters, keeping its start and its end (where a pasted log or traceback states
-/// its error) around [`cut_middle_marker`], `max_chars` characters in all with the marker. Returns
+/// its error) around [`cut_middle_marker`], at most `max_chars` characters with the marker. Returns
 /// how many texts it cut. Idempotent (a cut text is no longer than `max_chars`), never splits a
 /// character; summaries, other roles and everything from `before` on are left alone. A
 /// `max_chars` too small to hold the marker and some text on each side cuts nothing.
@@ -69,25 +69,26 @@ pub fn shorten_user_messages(messages: &mut [Cow<'_, Message>], before: usize, m
         if message.role != Role::User || message.is_summary {
             continue;
         }
-        if !message
-            .parts
-            .iter()
-            .any(|part| matches!(part, Part::Text { text } if cut_middle(text, max_chars).is_some()))
-        {
-            continue;
-        }
-        let parts = message
+        let shorter: Vec<Option<String>> = message
             .parts
             .iter()
             .map(|part| match part {
-                Part::Text { text } => match cut_middle(text, max_chars) {
-                    Some(shorter) => {
-                        cut += 1;
-                        Part::Text { text: shorter }
-                    }
-                    None => part.clone(),
-                },
-                other => other.clone(),
+                Part::Text { text } => cut_middle(text, max_chars),
+                _ => None,
+            })
+            .collect();
+        if shorter.iter().all(Option::is_none) {
+            continue;
+        }
+        let parts = shorter
+            .into_iter()
+            .zip(&message.parts)
+            .map(|(new, old)| match new {
+                Some(text) => {
+                    cut += 1;
+                    Part::Text { text }
+                }
+                None => old.clone(),
             })
             .collect();
         *message = Cow::Owned(with_parts(message, parts));
@@ -95,8 +96,8 @@ pub fn shorten_user_messages(messages: &mut [Cow<'_, Message>], before: usize, m
     cut
 }
 
-/// `text`'s start and end around [`cut_middle_marker`], `max_chars` characters in all, or `None`
-/// when `text` fits or `max_chars` leaves fewer than 8 characters on each side of the marker.
+/// `text`'s start and end around [`cut_middle_marker`], at most `max_chars` characters in all, or
+/// `None` when `text` fits or `max_chars` leaves fewer than 16 characters beside the marker.
 fn cut_middle(text: &str, max_chars: usize) -> Option<String> {
     let total = text.chars().count();
     if total <= max_chars {
