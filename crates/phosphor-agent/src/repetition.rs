@@ -8,8 +8,12 @@
 //! too, with a higher bar (more repeats over more bytes), since a real table of figures also
 //! repeats everything but its digits for a few rows.
 
-/// The longest repeating unit looked for, in bytes (a few lines of text).
-const MAX_PERIOD: usize = 512;
+/// The longest repeating unit looked for, in bytes: a screenful. Small models also loop by
+/// copying the transcript they were given, turn after turn, then again from the same turn: Gemma
+/// 3 270M copied a 1,118-byte stretch of an aider session five times over until its output limit
+/// (docs/BENCHMARKS.md). Checking every period up to this costs a few thousand byte comparisons
+/// per check, nothing beside decoding a token.
+const MAX_PERIOD: usize = 2_048;
 /// The repeats must cover at least this many bytes: a ruler of dashes or a short table row
 /// repeated a few times is not a loop.
 const MIN_LOOP_BYTES: usize = 256;
@@ -123,6 +127,28 @@ mod tests {
         let found = find_loop(cut).expect("a loop");
         assert!(cut.is_char_boundary(found.keep));
         assert!(cut[..found.keep].ends_with("données → résultat ; ") || found.keep < cut.len());
+    }
+
+    #[test]
+    fn a_copy_of_the_transcript_over_and_over_is_a_loop() {
+        // Turns that differ by words, not digits (a near loop would take turns that count up).
+        let turn = |name: &str| {
+            format!(
+                "[user] change cmd_diff to show a diff of everything since the {name} commit\n\n\
+                 [assistant] Certainly! I'll modify the `cmd_diff` method. Here's the change:\n\
+                 [call edit_file] {{\"path\":\"aider/commands.py\",\"old_string\":\"{}\"}}\n\n\
+                 [edit_file result] Applied edit to aider/commands.py\n\n",
+                "x".repeat(150)
+            )
+        };
+        let copied: String = ["first", "second", "third", "fourth"].into_iter().map(turn).collect();
+        assert!((1_000..=MAX_PERIOD).contains(&copied.len()), "{}", copied.len());
+        let text = format!("## Goal\nShow the diff.\n\n{}{}", copied.repeat(3), &copied[..copied.len() / 2]);
+        let found = find_loop(&text).expect("a copy loop");
+        assert_eq!(found.period, copied.len());
+        assert_eq!(&text[..found.keep], format!("## Goal\nShow the diff.\n\n{copied}").trim_end());
+        // Twice is not yet a loop: a summary may quote a stretch of the transcript and then repeat it.
+        assert_eq!(find_loop(&format!("## Goal\nShow the diff.\n\n{}", copied.repeat(2))), None);
     }
 
     #[test]
