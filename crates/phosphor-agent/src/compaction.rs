@@ -71,6 +71,7 @@ impl SessionAgent {
             phosphor.compaction.tokens_after = field::Empty,
             phosphor.compaction.repetition_trimmed = field::Empty,
             phosphor.compaction.profile = field::Empty,
+            phosphor.compaction.headlines = field::Empty,
         );
         let result = self
             .summarize_inner(cache, reason, instructions, turn, summarizer.as_ref(), events)
@@ -244,7 +245,10 @@ impl SessionAgent {
                 continue; // known not to fit: do not even send it (protects servers that truncate silently)
             }
             match self.stream_summary(summarizer, request, &mut summary, events).await {
-                Ok(usage) => break Ok((level, usage)),
+                Ok(usage) => {
+                    tracing::Span::current().record("phosphor.compaction.headlines", ladder.headlines().0);
+                    break Ok((level, usage));
+                }
                 Err(AgentError::Model(err)) if err.is_context_overflow() => {
                     emit(
                         events,
@@ -472,15 +476,28 @@ pub fn first_summary_input(
     fold: &[Message],
     options: &phosphor_core::config::Options,
     counter: &dyn TokenCounter,
-) -> Option<Message> {
+) -> Option<SummaryInput> {
     if fold.is_empty() {
         return None;
     }
     let fold_tokens = fold.iter().map(|m| counter.count_message(m)).sum();
     let measure = |input: &[Cow<'_, Message>]| counter.count_message(&summary_message(None, input.to_vec()));
     let reading = policy::Reading { target: policy::summary_input_target(fold_tokens, 0), measure: &measure };
-    let (_, input) = policy::Ladder::new(fold, options, reading).next_input()?;
-    Some(summary_message(None, input))
+    let mut ladder = policy::Ladder::new(fold, options, reading);
+    let (_, input) = ladder.next_input()?;
+    let (headlines, older_turns) = ladder.headlines();
+    Some(SummaryInput { message: summary_message(None, input), headlines, older_turns })
+}
+
+/// The summarizer's input as [`first_summary_input`] builds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryInput {
+    /// The user message of the summary request.
+    pub message: Message,
+    /// How many of the oldest turns it reads as headlines ([`policy::Ladder`]).
+    pub headlines: usize,
+    /// How many turns come before the newest (the most that may be headlines).
+    pub older_turns: usize,
 }
 
 /// The history for the summarizer, as one user message: the previous summary when the template

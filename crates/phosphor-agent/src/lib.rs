@@ -59,7 +59,7 @@ mod tool;
 mod turn;
 
 pub use agent::{AgentSettings, Models, SessionAgent, TokenStatus};
-pub use compaction::{CompactionReport, first_summary_input};
+pub use compaction::{CompactionReport, SummaryInput, first_summary_input};
 pub use error::{AgentError, Result};
 pub use events::{AgentEvent, CompactionReason, EventSender};
 pub use exchange::{Claim, Exchange, Reply};

@@ -366,6 +366,12 @@ impl<'a> Ladder<'a> {
         Some((level, input))
     }
 
+    /// How many of the oldest turns the latest rung read as headlines, and how many turns there
+    /// are before the newest (those a headline may be).
+    pub fn headlines(&self) -> (usize, usize) {
+        (self.headlines, self.starts.len().saturating_sub(1))
+    }
+
     /// The fewest of the oldest turns read as headlines, no fewer than the previous rung's, that
     /// bring the input at `level` within the target (every turn but the newest when none does).
     fn headlines_within_target(&self, chars: usize, level: u32, older: usize) -> usize {

@@ -183,8 +183,8 @@ pub fn dry_run(
     .iter()
     .map(|m| Message { is_summary: false, ..m.clone() })
     .collect();
-    let summary_input =
-        first_summary_input(&fold, options, counter).map(|input| counter.count_message(&input));
+    let summary_input = first_summary_input(&fold, options, counter)
+        .map(|input| (counter.count_message(&input.message), input.headlines, input.older_turns));
     let input_label = "summarizer input (instructions aside)";
     let label_width = rows
         .iter()
@@ -209,12 +209,16 @@ pub fn dry_run(
         }
         out.push('\n');
     }
-    if let Some(tokens) = summary_input {
+    if let Some((tokens, headlines, older_turns)) = summary_input {
         out.push_str(&format!(
-            "  {input_label:<label_width$}  {:>number_width$}  ({:.2} of as read)\n",
+            "  {input_label:<label_width$}  {:>number_width$}  ({:.2} of as read",
             thousands(tokens),
             tokens as f64 / before.max(1) as f64
         ));
+        if headlines > 0 {
+            out.push_str(&format!("; the oldest {headlines} of {older_turns} earlier turns as headlines"));
+        }
+        out.push_str(")\n");
     }
 
     let large = config.models.large.as_ref();
@@ -303,6 +307,34 @@ mod tests {
 
     fn config(json: &str) -> Config {
         parse_str(json, Path::new("phosphor.json")).unwrap().0
+    }
+
+    #[test]
+    fn a_dry_run_of_a_conversation_heavy_session_shows_its_headlines() {
+        // Thirty turns of a 300-character request and a 2,000-character answer: cut to 600
+        // characters, the answers still leave more than a third, so the oldest turns are read as
+        // headlines (a 160-character answer each) until the input is within a third.
+        let messages: Vec<serde_json::Value> = (0..30)
+            .flat_map(|turn| {
+                [
+                    serde_json::json!({ "role": "user", "content": format!("{turn} {}", "r".repeat(300)) }),
+                    serde_json::json!({ "role": "assistant", "content": format!("{turn} {}", "a".repeat(2_000)) }),
+                ]
+            })
+            .collect();
+        let transcript = transcript::parse(&serde_json::Value::from(messages).to_string(), "s.json").unwrap();
+        let report = dry_run(&transcript, "s.json", &config("{}"), Some(200_000));
+        let row = report.lines().find(|l| l.contains("summarizer input")).expect(&report);
+        let numbers: Vec<f64> = row
+            .replace(',', "")
+            .split(|c: char| !c.is_ascii_digit() && c != '.')
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        // input tokens, its share of the transcript, headlines, earlier turns
+        let [_, share, headlines, older] = numbers[..] else { panic!("{row}") };
+        assert!(share <= 0.34, "{row}");
+        assert!(headlines >= 1.0 && headlines < older && older == 29.0, "{row}");
+        assert!(row.contains(" earlier turns as headlines)"), "{row}");
     }
 
     #[test]
