@@ -72,6 +72,7 @@ impl SessionAgent {
             phosphor.compaction.repetition_trimmed = field::Empty,
             phosphor.compaction.profile = field::Empty,
             phosphor.compaction.headlines = field::Empty,
+            phosphor.compaction.outlines = field::Empty,
         );
         let result = self
             .summarize_inner(cache, reason, instructions, turn, summarizer.as_ref(), events)
@@ -246,7 +247,10 @@ impl SessionAgent {
             }
             match self.stream_summary(summarizer, request, &mut summary, events).await {
                 Ok(usage) => {
-                    tracing::Span::current().record("phosphor.compaction.headlines", ladder.headlines().0);
+                    let read = ladder.reading();
+                    let span = tracing::Span::current();
+                    span.record("phosphor.compaction.headlines", read.headlines);
+                    span.record("phosphor.compaction.outlines", read.outlines);
                     break Ok((level, usage));
                 }
                 Err(AgentError::Model(err)) if err.is_context_overflow() => {
@@ -470,7 +474,7 @@ fn summary_request(
 /// previous summary aside) sends it at the shedding ladder's first rung, after the instructions:
 /// the history as the summarizer reads it, counted by `counter` against
 /// [`policy::summary_input_target`] with the instructions not counted (a compaction counts them,
-/// and may read a turn or two more as headlines). `phosphor compact --dry-run` counts it. `None`
+/// and may read a turn or two more as headlines or outlines). `phosphor compact --dry-run` counts it. `None`
 /// when there is nothing to fold.
 pub fn first_summary_input(
     fold: &[Message],
@@ -485,8 +489,7 @@ pub fn first_summary_input(
     let reading = policy::Reading { target: policy::summary_input_target(fold_tokens, 0), measure: &measure };
     let mut ladder = policy::Ladder::new(fold, options, reading);
     let (_, input) = ladder.next_input()?;
-    let (headlines, older_turns) = ladder.headlines();
-    Some(SummaryInput { message: summary_message(None, input), headlines, older_turns })
+    Some(SummaryInput { message: summary_message(None, input), turns: ladder.reading() })
 }
 
 /// The summarizer's input as [`first_summary_input`] builds it.
@@ -494,10 +497,9 @@ pub fn first_summary_input(
 pub struct SummaryInput {
     /// The user message of the summary request.
     pub message: Message,
-    /// How many of the oldest turns it reads as headlines ([`policy::Ladder`]).
-    pub headlines: usize,
-    /// How many turns come before the newest (the most that may be headlines).
-    pub older_turns: usize,
+    /// How it reads the turns before the newest: how many of the oldest as outlines, how many
+    /// after those as headlines ([`policy::Ladder`]).
+    pub turns: policy::TurnsRead,
 }
 
 /// The history for the summarizer, as one user message: the previous summary when the template

@@ -272,7 +272,8 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
 }
 
 /// The most of the folded history's tokens a summary request may take, its instructions
-/// included, before the oldest turns are read as headlines ([`Ladder`]): a third. Where tool
+/// included, before the oldest turns are read as headlines, and then as outlines ([`Ladder`]): a
+/// third. Where tool
 /// traffic is the bulk, pruning alone reads a session in far less (a tenth of the real Claude Code
 /// sessions of docs/BENCHMARKS.md); where the conversation is the bulk (aider's sessions), the
 /// oldest answers are read by their opening and the oldest long requests by their start and end
@@ -287,6 +288,13 @@ pub const HEADLINE_ANSWER_CHARS: usize = 160;
 /// its start and its end (`phosphor_prune::shorten_user_messages`).
 pub const HEADLINE_REQUEST_CHARS: usize = 600;
 
+/// An outline turn's assistant prose, in characters: where every older turn read as a headline is
+/// still over the target, the oldest turns are read as outlines ([`Ladder`]): their requests as in
+/// a headline, each answer by its first clause, and each call by its name and identifying
+/// arguments (every other value, and every tool output, longer than the marker cut to the marker
+/// alone; arguments that are not JSON are cut whole).
+pub const OUTLINE_ANSWER_CHARS: usize = 80;
+
 /// The tokens the history as the summarizer reads it may take: [`SUMMARY_INPUT_SHARE`] of the
 /// `fold_tokens` it folds, less the `instructions` sent with it, and never less than
 /// [`MIN_SUMMARY_INPUT_TOKENS`].
@@ -296,16 +304,17 @@ pub fn summary_input_target(fold_tokens: u64, instructions: u64) -> u64 {
         .max(MIN_SUMMARY_INPUT_TOKENS)
 }
 
-/// A history the summarizer reads in fewer tokens is read without headlines whatever it folds:
-/// there a headline saves less than it costs the summary (a small session's instructions alone
-/// may be a third of it).
-pub const MIN_SUMMARY_INPUT_TOKENS: u64 = 2_000;
+/// A history the summarizer reads in fewer tokens is read without headlines or outlines whatever
+/// it folds:
+/// there a headline saves less than it costs the summary (a few turns, whose instructions alone
+/// may be a third of the request).
+pub const MIN_SUMMARY_INPUT_TOKENS: u64 = 1_000;
 
 /// How a [`Ladder`] measures an input against its target: the tokens of the history as the
 /// summarizer reads it, and the most it should take ([`summary_input_target`]).
 pub struct Reading<'a> {
-    /// The most tokens the input should take; `u64::MAX` reads no turn as a headline before the
-    /// ladder's last rungs.
+    /// The most tokens the input should take; `u64::MAX` reads no turn as a headline or an outline
+    /// before the ladder's last rungs.
     pub target: u64,
     /// Tokens of an input as the summarizer would read it.
     pub measure: &'a (dyn Fn(&[Cow<'a, Message>]) -> u64 + Sync),
@@ -316,21 +325,28 @@ pub struct Reading<'a> {
 /// assistant prose cut to `summarize_assistant_text_chars`, their calls' arguments and the outputs
 /// of their file changes that went through to `summarize_tool_output_aggressive_chars`; and every
 /// plan write but the latest left out, `state::elide_superseded_plans`); 1 aggressive pruning;
-/// 2 every tool output omitted; 3 every turn before the newest read as a headline; 4.. the oldest
-/// turns dropped one at a time (never the previous summary, which is in the prompt, nor the latest
-/// turn). At levels 0 to 2, as many of the oldest turns as it takes to bring the input within the
-/// [`Reading`]'s target are read as headlines: their prose cut to [`HEADLINE_ANSWER_CHARS`], their
-/// tool outputs and calls' arguments to `summarize_tool_output_aggressive_chars`, and their user
-/// messages over [`HEADLINE_REQUEST_CHARS`] to their start and end.
+/// 2 every tool output omitted; 3 every turn before the newest read as a headline; 4 every turn
+/// before the newest read as an outline; 5.. the oldest turns dropped one at a time (never the
+/// previous summary, which is in the prompt, nor the latest turn). At levels 0 to 2, as many of
+/// the oldest turns as it takes to bring the input within the [`Reading`]'s target are read as
+/// headlines: their prose cut to [`HEADLINE_ANSWER_CHARS`], their tool outputs and calls'
+/// arguments to `summarize_tool_output_aggressive_chars`, and their user messages over
+/// [`HEADLINE_REQUEST_CHARS`] to their start and end; and where every turn before the newest read
+/// as a headline is still over the target, as many of the oldest as it takes are read as outlines
+/// instead: their prose cut to [`OUTLINE_ANSWER_CHARS`], and every tool output and every value in
+/// their calls' arguments but the identifying ones (paths, commands, ids) cut to its marker.
 pub struct Ladder<'a> {
     fold: &'a [Message],
     options: &'a Options,
     reading: Reading<'a>,
     /// Where each turn of `fold` starts.
     starts: Vec<usize>,
-    /// How many of the oldest turns the previous rung read as headlines: a later rung reads no
-    /// fewer, so that each rung is smaller than the one before.
-    headlines: usize,
+    /// How deep the previous rung read the oldest turns: the first `depth` turns as headlines, and
+    /// past every older turn, the first `depth - older` of them as outlines (see [`Ladder::read`]).
+    /// A later rung reads no shallower, so that no rung is larger than the one before.
+    depth: usize,
+    /// How many of the oldest turns the latest rung dropped.
+    dropped: usize,
     level: u32,
     /// The smallest input tried so far, in tokens (a rung no smaller is skipped).
     pub smallest_tokens: u64,
@@ -340,7 +356,7 @@ impl<'a> Ladder<'a> {
     /// The ladder over the messages a compaction folds.
     pub fn new(fold: &'a [Message], options: &'a Options, reading: Reading<'a>) -> Ladder<'a> {
         let starts = phosphor_prune::turn_starts(fold);
-        Ladder { fold, options, reading, starts, headlines: 0, level: 0, smallest_tokens: u64::MAX }
+        Ladder { fold, options, reading, starts, depth: 0, dropped: 0, level: 0, smallest_tokens: u64::MAX }
     }
 
     /// The next rung's level and input; `None` when nothing is left to shed.
@@ -353,37 +369,52 @@ impl<'a> Ladder<'a> {
             self.options.summarize_tool_output_aggressive_chars
         };
         let older = self.starts.len().saturating_sub(1);
-        let headlines = if level >= 3 { older } else { self.headlines_within_target(chars, level, older) };
-        self.headlines = headlines;
-        let mut input = self.read(chars, level, headlines);
-        if level >= 4 {
-            let turns = (level - 3) as usize;
+        let depth = match level {
+            0..=2 => self.depth_within_target(chars, level, older),
+            3 => self.depth.max(older),
+            _ => 2 * older,
+        };
+        self.depth = depth;
+        let mut input = self.read(chars, level, depth);
+        if level >= 5 {
+            let turns = (level - 4) as usize;
             let dropped = phosphor_prune::drop_oldest_turns(&mut input, turns);
             if dropped == 0 || turns > older {
                 return None;
             }
+            self.dropped = turns;
         }
         Some((level, input))
     }
 
-    /// How many of the oldest turns the latest rung read as headlines, and how many turns there
-    /// are before the newest (those a headline may be).
-    pub fn headlines(&self) -> (usize, usize) {
-        (self.headlines, self.starts.len().saturating_sub(1))
+    /// How the latest rung read the turns before the newest: how many of the oldest it dropped,
+    /// how many after those it read as outlines, how many after those as headlines, and how many
+    /// turns there are before the newest (those that may be read either way).
+    pub fn reading(&self) -> TurnsRead {
+        let older = self.starts.len().saturating_sub(1);
+        let outlines = self.depth.saturating_sub(older).min(older);
+        TurnsRead {
+            dropped: self.dropped,
+            outlines: outlines - self.dropped.min(outlines),
+            headlines: self.depth.min(older) - outlines,
+            older,
+        }
     }
 
-    /// The fewest of the oldest turns read as headlines, no fewer than the previous rung's, that
-    /// bring the input at `level` within the target (every turn but the newest when none does).
-    fn headlines_within_target(&self, chars: usize, level: u32, older: usize) -> usize {
+    /// The least depth, no less than the previous rung's, that brings the input at `level` within
+    /// the target (every turn but the newest an outline when none does).
+    fn depth_within_target(&self, chars: usize, level: u32, older: usize) -> usize {
         let within =
-            |turns: usize| (self.reading.measure)(&self.read(chars, level, turns)) <= self.reading.target;
-        let least = self.headlines.min(older);
-        if least == older || within(least) {
+            |depth: usize| (self.reading.measure)(&self.read(chars, level, depth)) <= self.reading.target;
+        let deepest = 2 * older;
+        let least = self.depth.min(deepest);
+        if least == deepest || within(least) {
             return least;
         }
-        // A headline shortens its turn (a request just over the limit may lose a token or two to
-        // the marker, no more): the least count that fits is found by halving.
-        let (mut fits, mut over) = (older, least);
+        // Each step deeper reads a turn in fewer characters (by the token count, a request just
+        // over the limit or a short value cut to its marker may cost a token or two more, no
+        // more): the least depth that fits is found by halving.
+        let (mut fits, mut over) = (deepest, least);
         while fits - over > 1 {
             let middle = over + (fits - over) / 2;
             if within(middle) {
@@ -395,15 +426,27 @@ impl<'a> Ladder<'a> {
         fits
     }
 
-    /// The input at `level`, with the first `headlines` turns read as headlines.
-    fn read(&self, chars: usize, level: u32, headlines: usize) -> Vec<Cow<'a, Message>> {
+    /// The input at `level` read to `depth`: the first `depth` of the turns before the newest as
+    /// headlines, and past all of them (a depth over their count), the first `depth - older` as
+    /// outlines.
+    fn read(&self, chars: usize, level: u32, depth: usize) -> Vec<Cow<'a, Message>> {
         let brief = self.options.summarize_tool_output_aggressive_chars;
         let newest_turn = self.starts.last().copied().unwrap_or(0);
-        let headline_end =
-            if headlines == 0 { 0 } else { self.starts.get(headlines).copied().unwrap_or(newest_turn) };
-        let mut input = phosphor_prune::prune_messages_by(self.fold, |at| phosphor_prune::Limits {
-            outputs: if at < headline_end { brief.min(chars) } else { chars },
-            arguments: if at < newest_turn { brief.min(chars) } else { chars },
+        let older = self.starts.len().saturating_sub(1);
+        // Where the first `turns` turns end.
+        let end_of = |turns: usize| {
+            if turns == 0 { 0 } else { self.starts.get(turns).copied().unwrap_or(newest_turn) }
+        };
+        let headline_end = end_of(depth.min(older));
+        let outline_end = end_of(depth.saturating_sub(older).min(older));
+        let mut input = phosphor_prune::prune_messages_by(self.fold, |at| {
+            if at < outline_end {
+                return phosphor_prune::Limits { outputs: 0, arguments: 0 };
+            }
+            phosphor_prune::Limits {
+                outputs: if at < headline_end { brief.min(chars) } else { chars },
+                arguments: if at < newest_turn { brief.min(chars) } else { chars },
+            }
         });
         phosphor_prune::prune_assistant_prose(
             &mut input,
@@ -411,6 +454,7 @@ impl<'a> Ladder<'a> {
             self.options.summarize_assistant_text_chars,
         );
         phosphor_prune::prune_assistant_prose(&mut input, headline_end, HEADLINE_ANSWER_CHARS);
+        phosphor_prune::prune_assistant_prose(&mut input, outline_end, OUTLINE_ANSWER_CHARS);
         phosphor_prune::shorten_user_messages(&mut input, headline_end, HEADLINE_REQUEST_CHARS);
         crate::state::brief_file_change_outputs(&mut input, self.fold, newest_turn, brief);
         crate::state::elide_superseded_plans(&mut input);
@@ -419,6 +463,19 @@ impl<'a> Ladder<'a> {
         }
         input
     }
+}
+
+/// How a summary request read the turns before the newest one it folds ([`Ladder::reading`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnsRead {
+    /// The oldest turns, left out (the ladder's last rungs).
+    pub dropped: usize,
+    /// The oldest turns after those, read as outlines.
+    pub outlines: usize,
+    /// The turns after the outlines read as headlines.
+    pub headlines: usize,
+    /// The turns before the newest, which are all those that may be read either way or dropped.
+    pub older: usize,
 }
 
 #[cfg(test)]
@@ -658,8 +715,15 @@ mod tests {
                 && answer.chars().count() == HEADLINE_ANSWER_CHARS + phosphor_prune::TRUNCATION_MARKER.len();
             short && request.ends_with(&"e".repeat(200)) && request.contains(" rrr")
         };
+        // Every older turn a headline, as the fourth rung reads them (there is no tool traffic).
+        let all_headlines = {
+            let mut ladder = Ladder::new(&fold, &options, Reading { target: u64::MAX, measure: &chars });
+            chars(&std::iter::from_fn(|| ladder.next_input()).nth(3).unwrap().1)
+        };
         // (target, how many of the oldest turns are read as headlines at the first rung)
-        for (target, headlines) in [(u64::MAX, 0), (whole, 0), (whole - 1, 1), (whole - 1_000, 2), (0, 3)] {
+        for (target, headlines) in
+            [(u64::MAX, 0), (whole, 0), (whole - 1, 1), (whole - 1_000, 2), (all_headlines, 3)]
+        {
             let mut ladder = Ladder::new(&fold, &options, Reading { target, measure: &chars });
             let (level, input) = ladder.next_input().unwrap();
             assert_eq!(level, 0);
@@ -669,15 +733,56 @@ mod tests {
             assert_eq!(input[6].as_ref(), &fold[6], "the newest turn is read whole");
             assert_eq!(input[7].as_ref(), &fold[7]);
         }
-        // Without a target: levels 1 and 2 read no headline, 3 reads every older turn as one, 4 and
-        // 5 drop the oldest turns, and then there is nothing left to shed.
+        // Past every older turn as a headline, the oldest are read as outlines: an 80-character
+        // answer, the request as in a headline.
+        let outline = |input: &[Cow<'_, Message>], turn: usize| {
+            let (request, answer) = (input[2 * turn].text_content(), input[2 * turn + 1].text_content());
+            request.chars().count() <= HEADLINE_REQUEST_CHARS
+                && answer.chars().count() == OUTLINE_ANSWER_CHARS + phosphor_prune::TRUNCATION_MARKER.len()
+        };
+        // (target, outlines, headlines after them)
+        for (target, outlines, headlines) in [(all_headlines + 1, 0, 3), (all_headlines - 1, 1, 2), (0, 3, 0)]
+        {
+            let mut ladder = Ladder::new(&fold, &options, Reading { target, measure: &chars });
+            let (_, input) = ladder.next_input().unwrap();
+            for turn in 0..3 {
+                assert_eq!(outline(&input, turn), turn < outlines, "target {target}, turn {turn}");
+                assert_eq!(
+                    headline(&input, turn),
+                    (outlines..outlines + headlines).contains(&turn),
+                    "{target} {turn}"
+                );
+            }
+            assert_eq!(ladder.reading(), TurnsRead { dropped: 0, outlines, headlines, older: 3 });
+        }
+        // Without a target: levels 1 and 2 read no headline, 3 reads every older turn as one, 4 as
+        // an outline, 5 and 6 drop the oldest turns, and then there is nothing left to shed.
         let mut ladder = Ladder::new(&fold, &options, Reading { target: u64::MAX, measure: &chars });
-        let rungs: Vec<(u32, usize, usize)> = std::iter::from_fn(|| ladder.next_input())
-            .map(|(level, input)| {
-                let headlines = (0..input.len() / 2 - 1).filter(|&t| headline(&input, t)).count();
-                (level, input.len(), headlines)
-            })
-            .collect();
-        assert_eq!(rungs, [(0, 8, 0), (1, 8, 0), (2, 8, 0), (3, 8, 3), (4, 6, 2), (5, 4, 1), (6, 2, 0)]);
+        let mut rungs: Vec<(u32, usize, usize, usize)> = Vec::new();
+        while let Some((level, input)) = ladder.next_input() {
+            let older = 0..input.len() / 2 - 1;
+            let headlines = older.clone().filter(|&t| headline(&input, t)).count();
+            let outlines = older.filter(|&t| outline(&input, t)).count();
+            rungs.push((level, input.len(), headlines, outlines));
+            // What the ladder says it read: the dropped turns are neither outlines nor headlines.
+            let read = ladder.reading();
+            assert_eq!(
+                (read.headlines, read.outlines, read.dropped + input.len() / 2),
+                (headlines, outlines, 4)
+            );
+        }
+        assert_eq!(
+            rungs,
+            [
+                (0, 8, 0, 0),
+                (1, 8, 0, 0),
+                (2, 8, 0, 0),
+                (3, 8, 3, 0),
+                (4, 8, 0, 3),
+                (5, 6, 0, 2),
+                (6, 4, 0, 1),
+                (7, 2, 0, 0)
+            ]
+        );
     }
 }

@@ -564,7 +564,8 @@ pub(crate) fn elide_superseded_plans(messages: &mut Vec<Cow<'_, Message>>) -> us
 
 /// In a summary request's input (`messages`, pruned from `original` message for message and part
 /// for part), the output of a file change in `messages[..before]` (the turns before the newest
-/// folded one) that went through is cut at `max_chars`, both judged on `original` (a failure
+/// folded one) that went through is cut at `max_chars` where that is shorter than what `messages`
+/// shows of it (an outline turn shows only the marker), both judged on `original` (a failure
 /// stated after the standard cut still counts): the call shows the change and the trail records
 /// the file, and such an output only confirms it, often with an echo of the file (Claude Code's
 /// `Edit` answers with a numbered snippet of the edited file, `NotebookEdit` with the new cell). An output that is an error, states a failing exit status or
@@ -600,7 +601,10 @@ pub(crate) fn brief_file_change_outputs(
                         _ => "",
                     };
                     match (went_through, phosphor_prune::truncate_chars(&result.content, max_chars)) {
-                        (true, Cow::Owned(content)) if content != shown => briefer.push((at, content)),
+                        // Never longer than what the input already shows (an outline shows less).
+                        (true, Cow::Owned(content)) if content.len() < shown.len() => {
+                            briefer.push((at, content))
+                        }
                         _ => {}
                     }
                 }

@@ -338,10 +338,12 @@ async fn the_ladder_sheds_down_to_old_turns_and_then_gives_up_cleanly() {
     let err = h.agent.compact(&h.session, None, None).await.unwrap_err();
     assert!(matches!(err, AgentError::NothingToShed { .. }), "{err:?}");
     assert_eq!(h.store.session(&h.session).await.unwrap().unwrap(), before);
-    // standard, aggressive, outputs omitted, then 2 of 3 turns dropped (the latest is never dropped);
-    // every older turn read as a headline is skipped: these turns' texts are short, so it is no smaller.
+    // standard, aggressive, outputs omitted, every older turn an outline (its outputs cut to their
+    // marker, shorter than the omission's text), then 2 of 3 turns dropped (the latest is never
+    // dropped); every older turn read as a headline is skipped: these turns' texts are short, so it
+    // is no smaller.
     let summarizer_calls = &h.model.requests()[6..];
-    assert_eq!(summarizer_calls.len(), 5);
+    assert_eq!(summarizer_calls.len(), 6);
     let last = summarizer_calls.last().unwrap();
     let transcript = last.messages[1].text_content();
     assert!(transcript.contains("[user] Please read file number 2\n"), "{transcript}");

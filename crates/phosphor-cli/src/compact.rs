@@ -184,7 +184,7 @@ pub fn dry_run(
     .map(|m| Message { is_summary: false, ..m.clone() })
     .collect();
     let summary_input = first_summary_input(&fold, options, counter)
-        .map(|input| (counter.count_message(&input.message), input.headlines, input.older_turns));
+        .map(|input| (counter.count_message(&input.message), input.turns));
     let input_label = "summarizer input (instructions aside)";
     let label_width = rows
         .iter()
@@ -209,14 +209,21 @@ pub fn dry_run(
         }
         out.push('\n');
     }
-    if let Some((tokens, headlines, older_turns)) = summary_input {
+    if let Some((tokens, turns)) = summary_input {
         out.push_str(&format!(
             "  {input_label:<label_width$}  {:>number_width$}  ({:.2} of as read",
             thousands(tokens),
             tokens as f64 / before.max(1) as f64
         ));
-        if headlines > 0 {
-            out.push_str(&format!("; the oldest {headlines} of {older_turns} earlier turns as headlines"));
+        let policy::TurnsRead { outlines, headlines, older, .. } = turns;
+        if outlines > 0 && headlines == 0 {
+            out.push_str(&format!("; all {older} earlier turns as outlines"));
+        } else if outlines > 0 {
+            out.push_str(&format!(
+                "; the oldest {outlines} of {older} earlier turns as outlines, the {headlines} after them as headlines"
+            ));
+        } else if headlines > 0 {
+            out.push_str(&format!("; the oldest {headlines} of {older} earlier turns as headlines"));
         }
         out.push_str(")\n");
     }
@@ -309,6 +316,19 @@ mod tests {
         parse_str(json, Path::new("phosphor.json")).unwrap().0
     }
 
+    /// The summarizer-input row of a dry run of `messages` on a 200k window, and the numbers in it.
+    fn summarizer_input_row(messages: Vec<serde_json::Value>) -> (String, Vec<f64>) {
+        let transcript = transcript::parse(&serde_json::Value::from(messages).to_string(), "s.json").unwrap();
+        let report = dry_run(&transcript, "s.json", &config("{}"), Some(200_000));
+        let row = report.lines().find(|l| l.contains("summarizer input")).expect(&report).to_owned();
+        let numbers = row
+            .replace(',', "")
+            .split(|c: char| !c.is_ascii_digit() && c != '.')
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        (row, numbers)
+    }
+
     #[test]
     fn a_dry_run_of_a_conversation_heavy_session_shows_its_headlines() {
         // Thirty turns of a 300-character request and a 2,000-character answer: cut to 600
@@ -322,19 +342,44 @@ mod tests {
                 ]
             })
             .collect();
-        let transcript = transcript::parse(&serde_json::Value::from(messages).to_string(), "s.json").unwrap();
-        let report = dry_run(&transcript, "s.json", &config("{}"), Some(200_000));
-        let row = report.lines().find(|l| l.contains("summarizer input")).expect(&report);
-        let numbers: Vec<f64> = row
-            .replace(',', "")
-            .split(|c: char| !c.is_ascii_digit() && c != '.')
-            .filter_map(|w| w.parse().ok())
-            .collect();
+        let (row, numbers) = summarizer_input_row(messages);
         // input tokens, its share of the transcript, headlines, earlier turns
         let [_, share, headlines, older] = numbers[..] else { panic!("{row}") };
         assert!(share <= 0.34, "{row}");
         assert!(headlines >= 1.0 && headlines < older && older == 29.0, "{row}");
         assert!(row.contains(" earlier turns as headlines)"), "{row}");
+    }
+
+    #[test]
+    fn a_dry_run_of_a_session_of_edits_shows_its_outlines() {
+        // Twenty turns of a short request, an answer and an edit of 300 characters on each side:
+        // with every older turn a headline the input is still over a third, so the oldest are read
+        // as outlines (the request, an 80-character answer, the edit by its path).
+        let messages: Vec<serde_json::Value> = (0..20)
+            .flat_map(|turn| {
+                let arguments = serde_json::json!({
+                    "path": format!("src/module_{turn}.rs"),
+                    "old_string": format!("{turn} {}", "o".repeat(300)),
+                    "new_string": format!("{turn} {}", "n".repeat(300)),
+                });
+                [
+                    serde_json::json!({ "role": "user", "content": format!("{turn} fix the parser in module {turn}") }),
+                    serde_json::json!({
+                        "role": "assistant",
+                        "content": format!("{turn} {}", "a".repeat(400)),
+                        "tool_calls": [{ "id": format!("c{turn}"), "type": "function",
+                            "function": { "name": "edit_file", "arguments": arguments.to_string() } }],
+                    }),
+                    serde_json::json!({ "role": "tool", "tool_call_id": format!("c{turn}"), "content": "x".repeat(200) }),
+                ]
+            })
+            .collect();
+        let (row, numbers) = summarizer_input_row(messages);
+        // input tokens, its share of the transcript, outlines, earlier turns, headlines
+        let [_, share, outlines, older, headlines] = numbers[..] else { panic!("{row}") };
+        assert!(share <= 0.34, "{row}");
+        assert!(outlines >= 1.0 && outlines < older && outlines + headlines == older, "{row}");
+        assert!(row.contains(" earlier turns as outlines, the "), "{row}");
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub const EDIT_CONTEXT_CHARS: usize = 40;
 /// Characters of shared context an edit's texts keep next to the change when they are cut at
 /// `max_chars`.
 /// `max_chars`, and never less than one (with none, a shared stretch that is a whole text would
-/// leave it empty).
+/// leave it empty). At a `max_chars` of 0 no shared stretch is cut at all (see [`prune_arguments`]).
 pub fn edit_context_chars(max_chars: usize) -> usize {
     EDIT_CONTEXT_CHARS.min(max_chars / 4).max(1)
 }
@@ -118,6 +118,8 @@ pub fn is_identifying_key(key: &str) -> bool {
 /// limit of 160 or more, a quarter of the limit below), behind a `[... N unchanged characters
 /// ...]` marker. An edit usually repeats a whole function to change one line of it; cut at
 /// `max_chars` alone, both texts would keep the same unchanged start and the change would be lost.
+/// At a `max_chars` of 0 (an outline of a call: its identifying values and nothing else) each
+/// long text is its marker alone.
 ///
 /// The result is valid JSON with the same keys in the same order (only string values change);
 /// text that is not JSON is cut as a whole, like a tool output. Cutting twice equals cutting once,
@@ -181,8 +183,9 @@ fn cut_edit_pairs(map: &mut serde_json::Map<String, Value>, max_chars: usize) ->
             continue;
         };
         // A pair cut before (a marker in either text) is only read back: cutting twice equals
-        // cutting once.
-        let fresh = !already_cut(old) && !already_cut(new);
+        // cutting once. At a limit of 0 nothing of either text is kept, so there is no change to
+        // show and no shared stretch is counted: each text is its marker alone.
+        let fresh = max_chars > 0 && !already_cut(old) && !already_cut(new);
         let (old_parts, new_parts) =
             match fresh.then(|| shared_cut(old, new, edit_context_chars(max_chars))).flatten() {
                 Some(parts) => parts,
@@ -348,7 +351,17 @@ mod tests {
         assert!(shown.contains("= 5; // é"), "{shown}");
         assert_eq!(edit_context_chars(50), 12);
         assert_eq!(edit_context_chars(1_000), EDIT_CONTEXT_CHARS);
-        // Tiny limits: an edit that only appends, or changes nothing, keeps a character of context.
+        // At 0 (an outline) each text is its marker alone, whatever it shares; the path stays.
+        let (cut, _) = prune_arguments(&arguments, 0).unwrap();
+        let value: Value = serde_json::from_str(&cut).unwrap();
+        assert_eq!(
+            (value["old_string"].as_str(), value["new_string"].as_str()),
+            (Some(TRUNCATION_MARKER), Some(TRUNCATION_MARKER))
+        );
+        assert_eq!(value["file_path"], "src/config.rs");
+        assert_eq!(prune_arguments(&cut, 0), None);
+        // Tiny limits: an edit that only appends, or changes nothing, keeps a character of context
+        // (at 0, none: each text is its marker alone); cutting twice equals cutting once.
         for max in 0..5 {
             assert_eq!(edit_context_chars(max), 1.max(max / 4), "{max}");
             for (old, new) in
