@@ -273,11 +273,11 @@ pub fn cut(history: &[Message], counts: &[u64], turn: Option<usize>, budget: Kee
 
 /// The most of the folded history's tokens a summary request may take, its instructions
 /// included, before the oldest turns are read as headlines, and then as outlines ([`Ladder`]): a
-/// third. Where tool
-/// traffic is the bulk, pruning alone reads a session in far less (a tenth of the real Claude Code
-/// sessions of docs/BENCHMARKS.md); where the conversation is the bulk (aider's sessions), the
-/// oldest answers are read by their opening and the oldest long requests by their start and end
-/// (the session-state trail keeps the requests verbatim, newest first, within its budget).
+/// third. Where tool traffic is the bulk, pruning alone reads a session in far less (a tenth of
+/// the real Claude Code sessions of docs/BENCHMARKS.md); where the conversation is the bulk
+/// (aider's sessions), the oldest answers are read by their opening and the oldest long requests
+/// by their start and end (the session-state trail keeps the requests verbatim, newest first,
+/// within its budget).
 pub const SUMMARY_INPUT_SHARE: f64 = 1.0 / 3.0;
 
 /// A headline turn's assistant prose, in characters: about the sentence in which an answer says
@@ -305,9 +305,8 @@ pub fn summary_input_target(fold_tokens: u64, instructions: u64) -> u64 {
 }
 
 /// A history the summarizer reads in fewer tokens is read without headlines or outlines whatever
-/// it folds:
-/// there a headline saves less than it costs the summary (a few turns, whose instructions alone
-/// may be a third of the request).
+/// it folds: there a headline saves less than it costs the summary (a few turns, whose
+/// instructions alone may be a third of the request).
 pub const MIN_SUMMARY_INPUT_TOKENS: u64 = 1_000;
 
 /// How a [`Ladder`] measures an input against its target: the tokens of the history as the
