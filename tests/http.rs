@@ -36,7 +36,7 @@ fn check(requests: &[RecordedRequest]) -> Vec<Vec<phosphor_core::Message>> {
         .map(|(i, request)| {
             let messages = request.body["messages"].as_array().expect("messages array");
             let parsed =
-                phosphor_core::openai::from_openai(messages).expect("the request is valid OpenAI JSON");
+                phosphor_wire::chat::from_openai(messages).expect("the request is valid OpenAI JSON");
             if let Err(violation) = phosphor_prune::check_tool_pairing(&parsed) {
                 panic!("request #{i} breaks tool pairing: {violation:?}\n{:#}", request.body);
             }

@@ -28,6 +28,7 @@ mod llama_bench;
 /// Library crates that must build alone with `--no-default-features`.
 const LIBRARY_CRATES: &[&str] = &[
     "phosphor-core",
+    "phosphor-wire",
     "phosphor-prune",
     "phosphor-prompt",
     "phosphor-llm",
@@ -146,8 +147,14 @@ const REQUIRE_TEST_MODELS: &str = "PHOSPHOR_REQUIRE_TEST_MODELS";
 /// The crates `xtask ci` builds from their `.crate` package: all libraries but phosphor-embedded, whose
 /// engines would be built a second time from scratch (about 15 minutes), and phosphor-agent, whose
 /// tests' dependency on phosphor-embedded would bring it along.
-const BUILT_FROM_PACKAGE: &[&str] =
-    &["phosphor-core", "phosphor-prune", "phosphor-prompt", "phosphor-store", "phosphor-llm"];
+const BUILT_FROM_PACKAGE: &[&str] = &[
+    "phosphor-core",
+    "phosphor-wire",
+    "phosphor-prune",
+    "phosphor-prompt",
+    "phosphor-store",
+    "phosphor-llm",
+];
 
 /// The features CI builds with: the defaults plus llama.cpp's Vulkan backend, so that it really compiles. The same
 /// set for clippy, tests and docs, so that nothing is built twice.

@@ -138,10 +138,22 @@ pub(crate) struct Frame {
 }
 
 impl Cache {
+    /// Appends a stored message to the history. A model response counts toward the progress rule
+    /// whoever wrote it: the agent's own model, or a stateless client that sent its history
+    /// (a session that arrives long through `serve` may compact at once).
     pub(crate) fn push(&mut self, counter: &dyn TokenCounter, message: Message) {
+        if is_response(&message) {
+            self.responses_since_compaction = self.responses_since_compaction.saturating_add(1);
+        }
         self.ledger.push(counter, &summary_as_context(&message));
         self.history.push(message);
     }
+}
+
+/// Whether a stored message is a model response, as the progress rule counts them: a complete
+/// assistant message that is not a summary.
+fn is_response(message: &Message) -> bool {
+    message.role == Role::Assistant && !message.is_summary && message.status.is_complete()
 }
 
 impl SessionAgent {
@@ -374,10 +386,7 @@ impl SessionAgent {
             .as_ref()
             .and_then(|id| messages.iter().position(|m| &m.id == id))
             .map_or(0, |at| at + 1);
-        let responses = messages[since..]
-            .iter()
-            .filter(|m| m.role == Role::Assistant && !m.is_summary && m.status.is_complete())
-            .count();
+        let responses = messages[since..].iter().filter(|m| is_response(m)).count();
         let responses_since_compaction = u32::try_from(responses).unwrap_or(u32::MAX);
         for message in messages {
             if message.status == MessageStatus::Streaming {

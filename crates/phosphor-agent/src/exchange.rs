@@ -283,6 +283,34 @@ impl SessionAgent {
         recorded
     }
 
+    /// Tokens of the request Phosphor would send upstream for a client's whole history now
+    /// (`messages`, as [`SessionAgent::claim`] takes them), with this system prompt and these
+    /// tools: the stored session the history continues counts as it stands (its summary and what
+    /// followed, not the history the client holds), plus the messages it does not hold yet. A
+    /// history no session holds counts whole. Read only: nothing is claimed or stored. A request
+    /// whose count is over the compaction threshold compacts on its way, so what is sent is
+    /// smaller still.
+    pub async fn count_request(
+        &self,
+        namespace: &str,
+        system_prompt: &str,
+        tools: &[ToolSpec],
+        messages: &[Message],
+    ) -> Result<u64> {
+        let counter = self.counter.as_ref();
+        let fixed = policy::fixed_tokens(system_prompt, tools, counter);
+        let count = |messages: &[Message]| -> u64 { messages.iter().map(|m| counter.count_message(m)).sum() };
+        let keys: Vec<String> = Chain::prefixes(messages).iter().map(Chain::key).collect();
+        for found in self.store().find_heads(namespace, &keys).await? {
+            let Some(held) = keys.iter().position(|k| *k == found.head) else { continue };
+            let history = self
+                .with_session(&found.session_id, None, async |cache: &mut Cache| Ok(cache.ledger.total()))
+                .await?;
+            return Ok(fixed + history + count(&messages[position_after(messages, held)..]));
+        }
+        Ok(fixed + count(messages))
+    }
+
     /// Records the head of every stored session that has none (sessions stored by `phosphor chat`
     /// or `run`, or before heads were kept), in the namespace its id names, so that a client can
     /// continue them. Returns how many it recorded.

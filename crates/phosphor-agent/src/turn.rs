@@ -254,7 +254,6 @@ impl SessionAgent {
         assistant.updated_at = assistant.created_at;
         self.store.append_message(&assistant).await?;
         cache.push(self.counter.as_ref(), assistant.clone());
-        cache.responses_since_compaction += 1;
 
         // Token fields after a normal call: from the provider's usage.
         let shown_tokens = self.fixed_tokens(cache) + cache.ledger.total();

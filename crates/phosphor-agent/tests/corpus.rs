@@ -8,7 +8,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use phosphor_agent::eval::aider;
-use phosphor_core::openai::{ToOpenAiOptions, parse_transcript_with_warnings, to_openai_with};
+use phosphor_wire::chat::{ToOpenAiOptions, parse_transcript_with_warnings, to_openai_with};
 
 /// Aider sessions in the corpus.
 const SESSIONS: usize = 4;

@@ -232,7 +232,7 @@ async fn run(db: &str) {
     let mut largest = 0;
     for (i, request) in sent.iter().enumerate() {
         let messages =
-            phosphor_core::openai::from_openai(request.body["messages"].as_array().expect("messages"))
+            phosphor_wire::chat::from_openai(request.body["messages"].as_array().expect("messages"))
                 .expect("an upstream request's messages");
         phosphor_prune::check_tool_pairing(&messages)
             .unwrap_or_else(|v| panic!("upstream request {i}: {v:?}"));

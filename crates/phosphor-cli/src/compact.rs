@@ -15,10 +15,10 @@ use phosphor_agent::{
     AgentEvent, AgentSettings, CompactionReason, SUMMARY_PREFIX, SessionAgent, first_summary_input, policy,
 };
 use phosphor_core::config::{Config, DEFAULT_MAX_OUTPUT_TOKENS, Options};
-use phosphor_core::openai::{ToOpenAiOptions, to_openai_with};
 use phosphor_core::{ApproxCounter, Message, ModelInfo, Role, TokenCounter, ToolSpec};
 use phosphor_prompt::Profiles;
 use phosphor_store::{SessionStore, SqliteStore};
+use phosphor_wire::chat::{ToOpenAiOptions, to_openai_with};
 use tokio::sync::mpsc::unbounded_channel;
 
 use crate::cli::CompactArgs;

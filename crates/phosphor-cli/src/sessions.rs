@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow, bail};
-use phosphor_core::openai::{ToOpenAiOptions, to_openai_with};
 use phosphor_core::{Message, MessageStatus, Part, Role, Session};
 use phosphor_store::{PgStore, SessionStore, SqliteStore};
+use phosphor_wire::chat::{ToOpenAiOptions, to_openai_with};
 
 use crate::format::{preview, thousands, utc_minutes};
 use crate::transcript::{self, Layout};

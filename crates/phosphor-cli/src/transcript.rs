@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use phosphor_core::Message;
-use phosphor_core::openai::parse_transcript_with_warnings;
+use phosphor_wire::chat::parse_transcript_with_warnings;
 use serde_json::{Map, Value};
 
 /// How a transcript file is laid out.
@@ -94,7 +94,7 @@ pub fn write_output(path: Option<&Path>, text: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::openai::to_openai;
+    use phosphor_wire::chat::to_openai;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 

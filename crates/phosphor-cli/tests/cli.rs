@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use phosphor_core::openai::parse_transcript;
 use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
 use phosphor_core::{ApproxCounter, Message};
 use phosphor_testkit::{MockResponse, MockServer, RecordedRequest, sse_text, sse_tool_calls};
+use phosphor_wire::chat::parse_transcript;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -342,7 +342,7 @@ async fn a_run_with_fourteen_tool_rounds_compacts_inside_the_turn_and_finishes()
     assert_eq!(small.requests().len(), compactions);
     for (i, request) in requests.iter().enumerate() {
         let messages =
-            phosphor_core::openai::from_openai(request.body["messages"].as_array().unwrap()).unwrap();
+            phosphor_wire::chat::from_openai(request.body["messages"].as_array().unwrap()).unwrap();
         phosphor_prune::check_tool_pairing(&messages).unwrap_or_else(|v| panic!("request #{i}: {v:?}"));
         assert!(
             messages.iter().any(|m| m.role == phosphor_core::Role::User && m.text_content() == prompt),
@@ -1015,7 +1015,7 @@ async fn serve_keeps_a_stateless_clients_conversation_in_one_compacted_session()
         let tokens: u64 = phosphor_core::TokenCounter::count_request(
             &ApproxCounter,
             &phosphor_core::ChatRequest {
-                messages: phosphor_core::openai::from_openai(request.body["messages"].as_array().unwrap())
+                messages: phosphor_wire::chat::from_openai(request.body["messages"].as_array().unwrap())
                     .unwrap(),
                 ..Default::default()
             },
@@ -1097,7 +1097,7 @@ async fn serve_passes_tool_calls_through_and_answers_errors_in_openai_shape() {
 
     let cases: [(&str, Value, u16, &str); 4] = [
         ("not json", Value::Null, 400, "not valid JSON"),
-        ("", json!({"model": "x"}), 400, "`messages` is required"),
+        ("", json!({"model": "x"}), 400, "`messages` is missing"),
         ("", json!({"messages": [{"role": "wizard", "content": "hi"}]}), 400, "messages"),
         (
             "",
@@ -1383,4 +1383,329 @@ async fn a_proxy_killed_mid_compaction_leaves_the_session_whole_for_the_other() 
     assert!(full.contains("compacted"), "{full}");
     assert!(full.contains("cancelled"), "{full}");
     assert!(!full.contains("streaming"), "{full}");
+}
+
+/// POSTs `body` to `path` of the proxy: (status, response headers, body text).
+async fn post(
+    url: &str,
+    path: &str,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{url}{path}"))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+/// The events of a server-sent stream with event names: (name, data).
+fn named_events(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter(|frame| !frame.trim().is_empty())
+        .map(|frame| {
+            let event =
+                frame.lines().find_map(|l| l.strip_prefix("event: ")).unwrap_or_else(|| panic!("{frame}"));
+            let data =
+                frame.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or_else(|| panic!("{frame}"));
+            (event.to_owned(), serde_json::from_str(data).unwrap())
+        })
+        .collect()
+}
+
+/// Claude Code's requests as it sends them (logged from Claude Code 2.1.328): Anthropic Messages,
+/// streamed, with its session header, cache breakpoints on system blocks, `thinking`, and tools
+/// with `input_schema`. A tool round trip through the proxy, whole and streamed, reaches a
+/// chat-completions upstream translated; count_tokens answers the request Phosphor would send;
+/// errors come in Anthropic's shape.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_answers_anthropic_messages_as_claude_code_sends_them() {
+    let env = Env::new();
+    let server = MockServer::start(vec![
+        sse_tool_calls(&[("call_1", "Read", r#"{"file_path":"src/a.rs"}"#)], Some((40, 5))),
+        sse_text(&["It prints ", "hello."], Some((60, 4))),
+    ])
+    .await;
+    env.mock_config(&server, 8_000, json!({}));
+    let served = env.serve(&["--api-key-env", KEY_VAR]);
+    let session = "5c1b3f5e-7d43-4c55-9a6e-2f0c4d9a1e11";
+    let headers = [
+        ("x-api-key", KEY),
+        ("anthropic-version", "2023-06-01"),
+        ("anthropic-beta", "claude-code-20250219,interleaved-thinking-2025-05-14"),
+        ("x-claude-code-session-id", session),
+    ];
+    let system = json!([
+        {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+        {"type": "text", "text": "Answer in one sentence.", "cache_control": {"type": "ephemeral"}},
+    ]);
+    let tools = json!([{"name": "Read", "description": "Reads a file.", "input_schema": {
+        "type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}}]);
+    let mut messages = vec![json!({"role": "user", "content": [
+        {"type": "text", "text": "What does src/a.rs do?", "cache_control": {"type": "ephemeral"}}]})];
+    let body = |messages: &[Value], stream: bool| {
+        json!({"model": "claude-sonnet-4-5", "system": system, "messages": messages, "tools": tools,
+               "max_tokens": 32000, "thinking": {"type": "enabled", "budget_tokens": 31999},
+               "metadata": {"user_id": "user_abc"}, "context_management": {"edits": []}, "stream": stream})
+    };
+
+    let (status, response_headers, text) =
+        post(&served.url, "/v1/messages?beta=true", &body(&messages, true), &headers).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(response_headers.get("x-phosphor-session-id").unwrap(), session);
+    let events = named_events(&text);
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ],
+        "{text}"
+    );
+    assert_eq!(events[1].1["content_block"]["type"], "tool_use");
+    assert_eq!(events[1].1["content_block"]["name"], "Read");
+    let call_id = events[1].1["content_block"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(events[2].1["delta"]["partial_json"], r#"{"file_path":"src/a.rs"}"#);
+    assert_eq!(events[4].1["delta"]["stop_reason"], "tool_use");
+    assert_eq!(events[4].1["usage"]["input_tokens"], 40);
+    // Upstream got the system blocks joined, the tool as a function, the user's words.
+    let first = &server.requests()[0].body;
+    assert_eq!(first["model"], "mock-large");
+    assert_eq!(first["tools"][0]["function"]["name"], "Read");
+    assert_eq!(first["tools"][0]["function"]["parameters"]["required"][0], "file_path");
+    assert_eq!(
+        sent(&server.requests()[0]),
+        [
+            (
+                "system".to_owned(),
+                "You are Claude Code, Anthropic's official CLI for Claude.\n\nAnswer in one sentence."
+                    .to_owned()
+            ),
+            ("user".to_owned(), "What does src/a.rs do?".to_owned()),
+        ]
+    );
+
+    messages.push(json!({"role": "assistant", "content": [
+        {"type": "tool_use", "id": call_id, "name": "Read", "input": {"file_path": "src/a.rs"}}]}));
+    messages.push(json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call_id, "content": [{"type": "text", "text": "fn main() { println!(\"hello\") }"}]}]}));
+    let (status, _, counted) =
+        post(&served.url, "/v1/messages/count_tokens?beta=true", &body(&messages, false), &headers).await;
+    assert_eq!(status, 200, "{counted}");
+    let counted: Value = serde_json::from_str(&counted).unwrap();
+    let tokens = counted["input_tokens"].as_u64().unwrap();
+    assert!((40..2_000).contains(&tokens), "{counted}");
+    assert_eq!(server.requests().len(), 1, "count_tokens asked the model");
+
+    let (status, _, text) =
+        post(&served.url, "/v1/messages?beta=true", &body(&messages, false), &headers).await;
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["type"], "message");
+    assert_eq!(answer["role"], "assistant");
+    assert_eq!(answer["content"], json!([{"type": "text", "text": "It prints hello."}]));
+    assert_eq!(answer["stop_reason"], "end_turn");
+    assert_eq!(answer["usage"]["input_tokens"], 60);
+    assert_eq!(answer["usage"]["output_tokens"], 4);
+    let second = &server.requests()[1].body["messages"];
+    assert_eq!(second[2]["tool_calls"][0]["id"], call_id.as_str());
+    assert_eq!(second[3]["role"], "tool");
+    assert_eq!(second[3]["tool_call_id"], call_id.as_str());
+    assert_eq!(second[3]["content"], "fn main() { println!(\"hello\") }");
+    // One session, named by Claude Code's own key, holds the conversation.
+    let sessions = sessions_json(&env);
+    assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+    assert_eq!(sessions[0]["id"], session);
+
+    // Errors in Anthropic's shape, saying where and what is allowed.
+    let video = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "video"}]}]});
+    let cases = [
+        (video, &headers[..], 400, "invalid_request_error", "messages[0].content[0].type"),
+        (json!({"max_tokens": 10}), &headers[..], 400, "invalid_request_error", "`messages` is missing"),
+        (body(&messages, false), &headers[1..], 401, "authentication_error", "x-api-key"),
+    ];
+    for (body, headers, expected, kind, words) in cases {
+        let (status, _, text) = post(&served.url, "/v1/messages", &body, headers).await;
+        assert_eq!(status, expected, "{text}");
+        let error: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(error["type"], "error", "{error}");
+        assert_eq!(error["error"]["type"], kind, "{error}");
+        assert!(error["error"]["message"].as_str().unwrap().contains(words), "{error}");
+    }
+    let (status, _, text) = post(&served.url, "/v1/messages/batches", &json!({}), &headers).await;
+    assert_eq!(status, 404, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(error["error"]["type"], "not_found_error", "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("POST /v1/responses"), "{error}");
+    assert_eq!(server.requests().len(), 2);
+}
+
+/// Codex CLI's requests as it sends them (logged from Codex CLI 0.169.0): OpenAI Responses,
+/// streamed, stateless (`store: false`, the whole input every time), `developer` instructions,
+/// function tools beside hosted ones, `prompt_cache_key` = its session. A tool round trip through
+/// the proxy: the event sequence OpenAI sends, `function_call` items paired by `call_id`, usage.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_answers_the_responses_api_as_codex_sends_it() {
+    let env = Env::new();
+    let server = MockServer::start(vec![
+        sse_tool_calls(&[("call_9", "exec_command", r#"{"cmd":"cat src/a.rs"}"#)], Some((50, 6))),
+        sse_text(&["It prints ", "hello."], Some((70, 4))),
+    ])
+    .await;
+    env.mock_config(&server, 8_000, json!({}));
+    let served = env.serve(&[]);
+    let session = "019ad5b2-8c11-7e00-9a1b-3c4d5e6f7a8b";
+    let headers =
+        [("authorization", "Bearer sk-codex"), ("session-id", session), ("originator", "codex_exec")];
+    let tools = json!([
+        {"type": "function", "name": "exec_command", "description": "Runs a command.", "strict": false,
+         "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}},
+        {"type": "web_search", "external_web_access": false},
+    ]);
+    let mut input = vec![
+        json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]}),
+        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "What does src/a.rs do?"}]}),
+    ];
+    let body = |input: &[Value], stream: bool| {
+        json!({"model": "gpt-5.1-codex", "instructions": "Be brief.", "input": input, "tools": tools,
+               "tool_choice": "auto", "parallel_tool_calls": false, "reasoning": {"effort": "medium"},
+               "store": false, "stream": stream, "include": ["reasoning.encrypted_content"],
+               "prompt_cache_key": session})
+    };
+
+    let (status, response_headers, text) =
+        post(&served.url, "/v1/responses", &body(&input, true), &headers).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(response_headers.get("x-phosphor-session-id").unwrap(), session);
+    let events = named_events(&text);
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            "response.output_item.done",
+            "response.completed",
+        ],
+        "{text}"
+    );
+    for (index, (name, data)) in events.iter().enumerate() {
+        assert_eq!(data["type"], name.as_str());
+        assert_eq!(data["sequence_number"], index as u64);
+    }
+    let item = &events[5].1["item"];
+    assert_eq!(item["type"], "function_call");
+    assert_eq!(item["call_id"], "call_9");
+    assert_eq!(item["name"], "exec_command");
+    assert!(item["id"].as_str().unwrap().starts_with("fc_"), "{item}");
+    let completed = &events[6].1["response"];
+    assert_eq!(completed["status"], "completed");
+    assert_eq!(completed["output"][0]["call_id"], "call_9");
+    assert_eq!(completed["usage"]["input_tokens"], 50);
+    assert_eq!(completed["usage"]["output_tokens"], 6);
+    let first = &server.requests()[0].body;
+    assert_eq!(first["tools"].as_array().unwrap().len(), 1, "the hosted tool went upstream: {first}");
+    assert_eq!(
+        sent(&server.requests()[0])[0],
+        ("system".to_owned(), "Be brief.\n\nYou are Codex.".to_owned())
+    );
+
+    input.push(item.clone());
+    input.push(json!({"type": "function_call_output", "call_id": "call_9", "output": "fn main() { println!(\"hello\") }"}));
+    let (status, _, text) = post(&served.url, "/v1/responses", &body(&input, false), &headers).await;
+    assert_eq!(status, 200, "{text}");
+    let response: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(response["object"], "response");
+    assert_eq!(response["status"], "completed");
+    assert_eq!(response["output"][0]["type"], "message");
+    assert_eq!(response["output"][0]["content"][0]["type"], "output_text");
+    assert_eq!(response["output"][0]["content"][0]["text"], "It prints hello.");
+    assert_eq!(response["usage"]["input_tokens"], 70);
+    let second = &server.requests()[1].body["messages"];
+    assert_eq!(second[2]["tool_calls"][0]["id"], "call_9");
+    assert_eq!(second[3]["tool_call_id"], "call_9");
+    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 1);
+
+    // Stateful requests cannot be served by a proxy that holds no responses: a clear 400.
+    let mut stateful = body(&input, false);
+    stateful["previous_response_id"] = json!("resp_123");
+    let (status, _, text) = post(&served.url, "/v1/responses", &stateful, &headers).await;
+    assert_eq!(status, 400, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert!(error["error"]["message"].as_str().unwrap().contains("previous_response_id"), "{error}");
+    assert_eq!(server.requests().len(), 2);
+}
+
+/// A conversation that reaches the proxy already longer than the window (a client resumed through
+/// it, a proxy started mid-session): its first request compacts, as many rungs as it takes, and is
+/// answered, in each format; no request upstream is over the window.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_compacts_a_session_that_arrives_over_the_window() {
+    let env = Env::new();
+    let responses =
+        (0..30).map(|i| sse_text(&[&format!("Summary {i}: the user asked about many topics.")], None));
+    let server = MockServer::start(responses.collect()).await;
+    env.mock_config(&server, 4_000, json!({}));
+    let served = env.serve(&[]);
+    let words = |turn: usize| (0..120).map(|w| format!("topic{turn}word{w} ")).collect::<String>();
+    let mut chat = Vec::new();
+    let mut anthropic = Vec::new();
+    let mut responses = Vec::new();
+    for turn in 0..40 {
+        let user = format!("request {turn}: {}", words(turn));
+        let assistant = format!("answer {turn}");
+        chat.push(json!({"role": "user", "content": user}));
+        chat.push(json!({"role": "assistant", "content": assistant}));
+        anthropic.push(json!({"role": "user", "content": user}));
+        anthropic.push(json!({"role": "assistant", "content": [{"type": "text", "text": assistant}]}));
+        responses.push(
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": user}]}),
+        );
+        responses.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": assistant}]}));
+    }
+    let last = "request 40: what was the first thing I asked?";
+    chat.push(json!({"role": "user", "content": last}));
+    anthropic.push(json!({"role": "user", "content": last}));
+    responses
+        .push(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": last}]}));
+    let requests = [
+        ("/v1/chat/completions", json!({"messages": chat}), "s-chat"),
+        ("/v1/messages", json!({"model": "m", "max_tokens": 100, "messages": anthropic}), "s-anthropic"),
+        ("/v1/responses", json!({"model": "m", "input": responses, "store": false}), "s-responses"),
+    ];
+    for (path, body, name) in requests {
+        let before = server.requests().len();
+        let (status, _, text) = post(&served.url, path, &body, &[("x-phosphor-session", name)]).await;
+        assert_eq!(status, 200, "{path}: {text}");
+        let made = &server.requests()[before..];
+        assert!(made.len() >= 2, "{path}: no compaction before the answer");
+        let answered = sent(made.last().unwrap());
+        assert_eq!(answered.last().unwrap().1, last, "{path}");
+        assert!(answered.iter().all(|(_, text)| !text.starts_with("request 0:")), "{path}: {answered:?}");
+    }
+    for request in server.requests() {
+        let tokens: u64 = phosphor_core::TokenCounter::count_request(
+            &ApproxCounter,
+            &phosphor_core::ChatRequest {
+                messages: phosphor_wire::chat::from_openai(request.body["messages"].as_array().unwrap())
+                    .unwrap(),
+                ..Default::default()
+            },
+        );
+        assert!(tokens <= 4_000, "a request of {tokens} tokens went upstream");
+    }
 }

@@ -18,7 +18,6 @@ pub mod exact;
 pub mod gguf;
 pub mod message;
 pub mod model;
-pub mod openai;
 #[doc(hidden)]
 pub mod testing;
 pub mod time;

@@ -255,7 +255,7 @@ impl OpenAiModel {
 
 impl Inner {
     fn request_body(&self, request: &ChatRequest) -> Value {
-        let mut messages = phosphor_core::openai::to_openai(&request.messages);
+        let mut messages = phosphor_wire::chat::to_openai(&request.messages);
         for message in &mut messages {
             if let Some(object) = message.as_object_mut() {
                 object.remove("reasoning_content");

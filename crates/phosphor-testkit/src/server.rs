@@ -397,7 +397,7 @@ async fn write_sse(
 /// Every request the server receives is checked, so no test can pass with an unpaired request.
 fn broken_request(request: &RecordedRequest) -> Option<String> {
     let messages = request.body.get("messages")?.as_array()?;
-    match phosphor_core::openai::from_openai(messages) {
+    match phosphor_wire::chat::from_openai(messages) {
         Err(error) => Some(format!("mock server: `messages` are not OpenAI chat messages: {error}")),
         Ok(parsed) => phosphor_prune::check_tool_pairing(&parsed)
             .err()
