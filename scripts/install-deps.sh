@@ -17,6 +17,9 @@ dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
 dpkg -s libvulkan-dev >/dev/null 2>&1 || need+=(libvulkan-dev)
 dpkg -s spirv-headers >/dev/null 2>&1 || need+=(spirv-headers)
 command -v glslc >/dev/null || need+=(glslc)
+# Node.js and npm run the real agent clients `phosphor serve` is tested with (Claude Code, Codex CLI).
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
 # A throwaway Postgres server for the store's conformance tests (scripts/test-postgres.sh starts it).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 

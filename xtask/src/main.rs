@@ -140,6 +140,22 @@ const OPENAI_PYTHON: PythonPackage = PythonPackage {
     env: "PHOSPHOR_TEST_OPENAI_PYTHON",
 };
 
+/// The agents `phosphor serve` is tested with, from npm, pinned, installed into a folder of their own
+/// (`npm install --prefix`), which the tests read from `PHOSPHOR_TEST_AGENT_CLIENTS`.
+struct NpmPackages {
+    /// The name `cargo xtask fetch-test-model NAME` takes.
+    name: &'static str,
+    packages: &'static [&'static str],
+    env: &'static str,
+}
+
+/// Claude Code and Codex CLI, the versions whose requests `phosphor serve` was built from.
+const AGENT_CLIENTS: NpmPackages = NpmPackages {
+    name: "agent-clients",
+    packages: &["@anthropic-ai/claude-code@2.1.328", "@openai/codex@0.169.0"],
+    env: "PHOSPHOR_TEST_AGENT_CLIENTS",
+};
+
 /// `phosphor_core::testing::REQUIRE_TEST_MODELS` (xtask does not depend on phosphor-core): set for the test run,
 /// it makes a test whose model is missing fail instead of skip.
 const REQUIRE_TEST_MODELS: &str = "PHOSPHOR_REQUIRE_TEST_MODELS";
@@ -175,10 +191,10 @@ fn main() -> Result<()> {
                 "all" => TEST_MODELS.to_vec(),
                 name => TEST_MODELS.iter().copied().filter(|m| m.name == name).collect(),
             };
-            if models.is_empty() && wanted != OPENAI_PYTHON.name {
+            if models.is_empty() && wanted != OPENAI_PYTHON.name && wanted != AGENT_CLIENTS.name {
                 bail!(
                     "unknown test model {wanted:?}; expected smollm2, gemma3, aider-history, claude-code-sessions, \
-                     openai-python or all"
+                     openai-python, agent-clients or all"
                 );
             }
             for model in models {
@@ -186,6 +202,9 @@ fn main() -> Result<()> {
             }
             if matches!(wanted, "all" | "openai-python") {
                 println!("{}", fetch_python_package(&OPENAI_PYTHON)?.display());
+            }
+            if matches!(wanted, "all" | "agent-clients") {
+                println!("{}", fetch_npm_packages(&AGENT_CLIENTS)?.display());
             }
             Ok(())
         }
@@ -241,6 +260,8 @@ fn ci() -> Result<()> {
     }
     let openai = fetch_python_package(&OPENAI_PYTHON)?;
     paths.push((OPENAI_PYTHON.env, openai.to_str().context("cache path is not UTF-8")?.to_owned()));
+    let clients = fetch_npm_packages(&AGENT_CLIENTS)?;
+    paths.push((AGENT_CLIENTS.env, clients.to_str().context("cache path is not UTF-8")?.to_owned()));
     let mut envs: Vec<(&str, &str)> = paths.iter().map(|(k, v)| (*k, v.as_str())).collect();
     envs.push(cmake);
     // A test that finds no test model fails here instead of skipping (`phosphor_core::testing` owns the rule).
@@ -481,6 +502,23 @@ fn fetch_python_package(package: &PythonPackage) -> Result<PathBuf> {
         let pip = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", partial];
         run("python3", &[&pip[..], &[package.requirement]].concat(), &[]).with_context(|| {
             format!("pip could not install {} (PyPI must be reachable)", package.requirement)
+        })
+    })?;
+    Ok(dir)
+}
+
+/// Installs `packages` from npm into their own folder of the cache, once.
+fn fetch_npm_packages(packages: &NpmPackages) -> Result<PathBuf> {
+    let versions: Vec<String> = packages.packages.iter().map(|p| p.replace('/', "+")).collect();
+    let dir = cache_dir()?.join("npm").join(versions.join("_"));
+    cached_dir(&dir, |partial| {
+        let partial = partial.to_str().context("cache path is not UTF-8")?;
+        let npm = ["install", "--prefix", partial, "--no-audit", "--no-fund", "--loglevel", "error"];
+        run("npm", &[&npm[..], packages.packages].concat(), &[]).with_context(|| {
+            format!(
+                "npm could not install {} (the npm registry must be reachable)",
+                packages.packages.join(" ")
+            )
         })
     })?;
     Ok(dir)

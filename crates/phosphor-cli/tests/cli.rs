@@ -1709,3 +1709,199 @@ async fn serve_compacts_a_session_that_arrives_over_the_window() {
         assert!(tokens <= 4_000, "a request of {tokens} tokens went upstream");
     }
 }
+
+/// The folder where `cargo xtask ci` installs the pinned agent clients from npm
+/// (`@anthropic-ai/claude-code`, `@openai/codex`): it holds their `node_modules`.
+const AGENT_CLIENTS: &str = "PHOSPHOR_TEST_AGENT_CLIENTS";
+/// The task every client is given: it needs every file, and the files together are over the window.
+const LONG_TASK: &str =
+    "Read the files part-0.txt to part-5.txt in this folder, one at a time, then say DONE.";
+const LONG_TASK_FILES: usize = 6;
+
+/// An upstream that plays the model of an agent on [`LONG_TASK`]: it calls `tool` once per file
+/// (`arguments(i)`), one call per answer, then says DONE; it answers a summarization request with a
+/// summary, and a request without the tool (a client's side request: a title, a topic) with a few
+/// words.
+fn long_task_upstream(tool: &'static str, arguments: fn(usize) -> String) -> phosphor_testkit::Responder {
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    std::sync::Arc::new(move |request: &RecordedRequest| {
+        let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+        let text = |m: &Value| m["content"].as_str().unwrap_or("").to_owned();
+        if messages.iter().any(|m| text(m).contains("You are summarizing the conversation")) {
+            return sse_text(
+                &[
+                    "The user asked to read part-0.txt to part-5.txt one at a time, then say DONE. Some are read.",
+                ],
+                None,
+            );
+        }
+        let offers_tool = request.body["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == tool));
+        if !offers_tool {
+            return sse_text(&["Reading files"], None);
+        }
+        let step = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if step < LONG_TASK_FILES {
+            sse_tool_calls(&[(&format!("call_{step}"), tool, &arguments(step))], None)
+        } else {
+            sse_text(&["DONE"], None)
+        }
+    })
+}
+
+/// Writes the task's files into `dir`: each about 5,000 tokens of words no summary would repeat.
+fn write_long_task_files(dir: &Path) {
+    for file in 0..LONG_TASK_FILES {
+        let words: String = (0..2_500).map(|w| format!("f{file}w{w} ")).collect();
+        fs::write(dir.join(format!("part-{file}.txt")), words).unwrap();
+    }
+}
+
+/// What every upstream request of an agent's turn must keep: under the window, each tool result
+/// after its call, and the task verbatim.
+fn check_long_task_requests(requests: &[RecordedRequest], window: u64, tool: &str) {
+    let turns: Vec<&RecordedRequest> = requests
+        .iter()
+        .filter(|r| {
+            r.body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == tool))
+        })
+        .collect();
+    assert!(turns.len() > LONG_TASK_FILES, "{} requests of the turn", turns.len());
+    for request in requests {
+        let messages = request.body["messages"].as_array().unwrap();
+        let parsed = phosphor_wire::chat::from_openai(messages).unwrap();
+        let tokens = phosphor_core::TokenCounter::count_request(
+            &ApproxCounter,
+            &phosphor_core::ChatRequest { messages: parsed, ..Default::default() },
+        );
+        eprintln!("upstream request: {tokens} tokens, {} messages", messages.len());
+        assert!(tokens <= window, "a request of {tokens} tokens went upstream (window {window})");
+        let mut calls = std::collections::HashSet::new();
+        for message in messages {
+            for call in message["tool_calls"].as_array().into_iter().flatten() {
+                calls.insert(call["id"].as_str().unwrap().to_owned());
+            }
+            if message["role"] == "tool" {
+                let id = message["tool_call_id"].as_str().unwrap();
+                assert!(calls.contains(id), "the result of {id} went upstream without its call");
+            }
+        }
+    }
+    for request in &turns {
+        let text = request.body["messages"].to_string();
+        assert!(text.contains(LONG_TASK), "a request lost the task: {text:.2000}");
+    }
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.body["messages"].to_string().contains("You are summarizing the conversation")),
+        "no compaction ran"
+    );
+}
+
+/// Runs `program args` in `dir` with `envs`, within `seconds`; returns its output.
+async fn run_client(
+    program: &Path,
+    args: &[&str],
+    dir: &Path,
+    envs: &[(&str, &str)],
+    seconds: u64,
+) -> Output {
+    let mut command = tokio::process::Command::new(program);
+    command.args(args).current_dir(dir).stdin(Stdio::null()).kill_on_drop(true);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    match tokio::time::timeout(Duration::from_secs(seconds), command.output()).await {
+        Ok(output) => output.unwrap(),
+        Err(_) => panic!("{} did not finish within {seconds} s", program.display()),
+    }
+}
+
+/// Claude Code from npm, pointed at `phosphor serve` (`ANTHROPIC_BASE_URL`), on a task whose files
+/// are together over the window: it finishes, and every request upstream fits with its tool pairs
+/// whole and the task in it.
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_finishes_a_long_task_through_serve() {
+    let Some(clients) = phosphor_core::testing::test_dir(AGENT_CLIENTS) else { return };
+    let env = Env::new();
+    write_long_task_files(&env.workspace());
+    let workspace = env.workspace().to_path_buf();
+    let read = |i: usize| json!({"file_path": format!("part-{i}.txt")}).to_string();
+    let server = MockServer::start_responding(long_task_upstream("Read", read)).await;
+    let window = 40_000;
+    // Masking off: the turn must be summarized, not only have its old outputs masked.
+    env.mock_config(&server, window, json!({"mask_threshold": 0}));
+    let served = env.serve(&[]);
+    let home = env.home().join("claude");
+    fs::create_dir_all(&home).unwrap();
+    let output = run_client(
+        Path::new("node"),
+        &[
+            clients.join("node_modules/@anthropic-ai/claude-code/cli-wrapper.cjs").to_str().unwrap(),
+            "-p",
+            LONG_TASK,
+            "--output-format",
+            "json",
+            "--model",
+            "claude-sonnet-4-5",
+            "--allowedTools",
+            "Read",
+        ],
+        &workspace,
+        &[
+            ("ANTHROPIC_BASE_URL", served.url.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-test"),
+            ("HOME", home.to_str().unwrap()),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ],
+        600,
+    )
+    .await;
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "claude: {out}\n{}", String::from_utf8_lossy(&output.stderr));
+    let result: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("claude printed {out}"));
+    assert_eq!(result["is_error"], false, "{result}");
+    assert!(result["result"].as_str().unwrap().contains("DONE"), "{result}");
+    check_long_task_requests(&server.requests(), window, "Read");
+}
+
+/// Codex CLI from npm, pointed at `phosphor serve` as a Responses provider, on the same task.
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_finishes_a_long_task_through_serve() {
+    let Some(clients) = phosphor_core::testing::test_dir(AGENT_CLIENTS) else { return };
+    let env = Env::new();
+    write_long_task_files(&env.workspace());
+    let workspace = env.workspace().to_path_buf();
+    let exec = |i: usize| json!({"cmd": format!("cat part-{i}.txt")}).to_string();
+    let server = MockServer::start_responding(long_task_upstream("exec_command", exec)).await;
+    let window = 24_000;
+    env.mock_config(&server, window, json!({"mask_threshold": 0}));
+    let served = env.serve(&[]);
+    let codex_home = env.home().join("codex");
+    fs::create_dir_all(&codex_home).unwrap();
+    let config = format!(
+        "model = \"mock-large\"\nmodel_provider = \"phosphor\"\n\n[model_providers.phosphor]\nname = \"phosphor\"\n\
+         base_url = \"{}/v1\"\nenv_key = \"PHOSPHOR_CLIENT_KEY\"\nwire_api = \"responses\"\n",
+        served.url
+    );
+    fs::write(codex_home.join("config.toml"), config).unwrap();
+    let output = run_client(
+        &clients.join("node_modules/.bin/codex"),
+        &["exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", LONG_TASK],
+        &workspace,
+        &[
+            ("CODEX_HOME", codex_home.to_str().unwrap()),
+            ("PHOSPHOR_CLIENT_KEY", "sk-codex-test"),
+            ("HOME", env.home().to_str().unwrap()),
+        ],
+        600,
+    )
+    .await;
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "codex: {out}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(out.contains("DONE"), "codex printed {out}");
+    check_long_task_requests(&server.requests(), window, "exec_command");
+}

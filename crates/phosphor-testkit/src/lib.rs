@@ -24,5 +24,5 @@ pub mod sse;
 
 pub use fixtures::{ERROR_FIXTURES, ErrorFixture, error_fixture};
 pub use scripted::{Script, ScriptedModel, text_turn, tool_calls_turn};
-pub use server::{MockResponse, MockServer, RecordedRequest};
+pub use server::{MockResponse, MockServer, RecordedRequest, Responder};
 pub use sse::{SseBuilder, argument_fragments, sse_reasoning_then_text, sse_text, sse_tool_calls};

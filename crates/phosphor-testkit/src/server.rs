@@ -80,8 +80,13 @@ impl MockResponse {
 
 struct State {
     responses: Vec<MockResponse>,
+    /// Answers every request instead of the script, when set.
+    responder: Option<Responder>,
     requests: Vec<RecordedRequest>,
 }
+
+/// A function that answers a request by what it holds (see [`MockServer::start_responding`]).
+pub type Responder = Arc<dyn Fn(&RecordedRequest) -> MockResponse + Send + Sync>;
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     // A panic in a connection task cannot leave `State` half-written: keep serving.
@@ -104,6 +109,7 @@ impl std::fmt::Debug for MockServer {
         f.debug_struct("MockServer")
             .field("address", &self.address)
             .field("scripted", &state.responses.len())
+            .field("responding", &state.responder.is_some())
             .field("received", &state.requests.len())
             .finish()
     }
@@ -121,11 +127,27 @@ impl MockServer {
         }
     }
 
+    /// Starts a server that answers each request with what `responder` makes of it: an upstream
+    /// for a real client, whose requests a test cannot script in order (side requests, retries).
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub async fn start_responding(responder: Responder) -> MockServer {
+        match MockServer::bind(Vec::new(), Some(responder)).await {
+            Ok(server) => server,
+            Err(error) => panic!("mock server: cannot listen on 127.0.0.1: {error}"),
+        }
+    }
+
     /// Starts a server that answers with `responses`, in order; fails when binding fails.
     pub async fn try_start(responses: Vec<MockResponse>) -> std::io::Result<MockServer> {
+        MockServer::bind(responses, None).await
+    }
+
+    async fn bind(responses: Vec<MockResponse>, responder: Option<Responder>) -> std::io::Result<MockServer> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let address = listener.local_addr()?;
-        let state = Arc::new(Mutex::new(State { responses, requests: Vec::new() }));
+        let state = Arc::new(Mutex::new(State { responses, responder, requests: Vec::new() }));
         let task = tokio::spawn(accept_loop(listener, state.clone()));
         Ok(MockServer { address, state, task })
     }
@@ -184,7 +206,8 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
         let mut state = lock(&state);
         let index = state.requests.len();
         let scripted = state.responses.len();
-        let response = state.responses.get(index).cloned().unwrap_or_else(|| {
+        let answered = state.responder.as_ref().map(|respond| respond(&request));
+        let response = answered.or_else(|| state.responses.get(index).cloned()).unwrap_or_else(|| {
             let message = format!(
                 "mock server script ran out: request #{} ({} {}) has no scripted response; {scripted} were scripted",
                 index + 1,
