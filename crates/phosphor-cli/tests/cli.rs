@@ -1792,6 +1792,35 @@ fn check_long_task_requests(requests: &[RecordedRequest], window: u64, tool: &st
         let text = request.body["messages"].to_string();
         assert!(text.contains(LONG_TASK), "a request lost the task: {text:.2000}");
     }
+    // Between two compactions what goes upstream only grows at its end: each request of the turn
+    // starts with the messages of the one before, the same bytes, so a provider's prompt cache
+    // holds. The share of each request that is the previous one's prefix is printed.
+    let mut shares = Vec::new();
+    for pair in requests.windows(2) {
+        let [before, after] = pair else { continue };
+        let (Some(before_messages), Some(after_messages)) =
+            (before.body["messages"].as_array(), after.body["messages"].as_array())
+        else {
+            continue;
+        };
+        let offers = |r: &RecordedRequest| turns.iter().any(|t| std::ptr::eq(*t, r));
+        if !offers(before) || !offers(after) {
+            continue;
+        }
+        let shared = before_messages.iter().zip(after_messages).take_while(|(a, b)| a == b).count();
+        let shared_bytes: usize = after_messages[..shared].iter().map(|m| m.to_string().len()).sum();
+        let all_bytes: usize = after_messages.iter().map(|m| m.to_string().len()).sum();
+        shares.push(shared_bytes as f64 / all_bytes as f64);
+        assert_eq!(
+            shared,
+            before_messages.len(),
+            "a request between two compactions changed what the one before sent"
+        );
+    }
+    eprintln!(
+        "unchanged prefix of the previous request: {:?} (requests of the turn with no compaction between)",
+        shares.iter().map(|s| format!("{:.2}", s)).collect::<Vec<_>>()
+    );
     assert!(
         requests
             .iter()
