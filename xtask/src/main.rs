@@ -140,6 +140,15 @@ const OPENAI_PYTHON: PythonPackage = PythonPackage {
     env: "PHOSPHOR_TEST_OPENAI_PYTHON",
 };
 
+/// Anthropic's Python SDK, the client `phosphor serve`'s Messages front is tested with.
+const ANTHROPIC_PYTHON: PythonPackage = PythonPackage {
+    name: "anthropic-python",
+    requirement: "anthropic==2.17.0",
+    env: "PHOSPHOR_TEST_ANTHROPIC_PYTHON",
+};
+
+const PYTHON_PACKAGES: [&PythonPackage; 2] = [&OPENAI_PYTHON, &ANTHROPIC_PYTHON];
+
 /// The agents `phosphor serve` is tested with, from npm, pinned, installed into a folder of their own
 /// (`npm install --prefix`), which the tests read from `PHOSPHOR_TEST_AGENT_CLIENTS`.
 struct NpmPackages {
@@ -191,17 +200,18 @@ fn main() -> Result<()> {
                 "all" => TEST_MODELS.to_vec(),
                 name => TEST_MODELS.iter().copied().filter(|m| m.name == name).collect(),
             };
-            if models.is_empty() && wanted != OPENAI_PYTHON.name && wanted != AGENT_CLIENTS.name {
+            let python = PYTHON_PACKAGES.iter().any(|p| p.name == wanted);
+            if models.is_empty() && !python && wanted != AGENT_CLIENTS.name {
                 bail!(
                     "unknown test model {wanted:?}; expected smollm2, gemma3, aider-history, claude-code-sessions, \
-                     openai-python, agent-clients or all"
+                     openai-python, anthropic-python, agent-clients or all"
                 );
             }
             for model in models {
                 println!("{}", fetch_test_model(model)?.display());
             }
-            if matches!(wanted, "all" | "openai-python") {
-                println!("{}", fetch_python_package(&OPENAI_PYTHON)?.display());
+            for package in PYTHON_PACKAGES.iter().filter(|p| wanted == "all" || p.name == wanted) {
+                println!("{}", fetch_python_package(package)?.display());
             }
             if matches!(wanted, "all" | "agent-clients") {
                 println!("{}", fetch_npm_packages(&AGENT_CLIENTS)?.display());
@@ -258,8 +268,10 @@ fn ci() -> Result<()> {
         let path = fetch_test_model(model)?;
         paths.push((model.env, path.to_str().context("test model path is not UTF-8")?.to_owned()));
     }
-    let openai = fetch_python_package(&OPENAI_PYTHON)?;
-    paths.push((OPENAI_PYTHON.env, openai.to_str().context("cache path is not UTF-8")?.to_owned()));
+    for package in PYTHON_PACKAGES {
+        let site = fetch_python_package(package)?;
+        paths.push((package.env, site.to_str().context("cache path is not UTF-8")?.to_owned()));
+    }
     let clients = fetch_npm_packages(&AGENT_CLIENTS)?;
     paths.push((AGENT_CLIENTS.env, clients.to_str().context("cache path is not UTF-8")?.to_owned()));
     let mut envs: Vec<(&str, &str)> = paths.iter().map(|(k, v)| (*k, v.as_str())).collect();

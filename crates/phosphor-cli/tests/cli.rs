@@ -1934,3 +1934,67 @@ async fn codex_finishes_a_long_task_through_serve() {
     assert!(out.contains("DONE"), "codex printed {out}");
     check_long_task_requests(&server.requests(), window, "exec_command");
 }
+
+/// Anthropic's and OpenAI's Python SDKs through the Messages and Responses fronts: tool calls the
+/// SDKs parse, their stream helpers assembling a streamed answer, count_tokens, and the SDKs' own
+/// exceptions for a bad request and a wrong key.
+#[tokio::test]
+async fn serve_answers_the_anthropic_and_openai_sdks_on_their_own_apis() {
+    let Some(anthropic_site) = phosphor_core::testing::test_dir("PHOSPHOR_TEST_ANTHROPIC_PYTHON") else {
+        return;
+    };
+    let Some(openai_site) = phosphor_core::testing::test_dir("PHOSPHOR_TEST_OPENAI_PYTHON") else { return };
+    let env = Env::new();
+    let server = MockServer::start(vec![
+        sse_tool_calls(&[("call_1", "read_file", r#"{"path":"src/a.rs"}"#)], Some((30, 5))),
+        sse_text(&["It prints ", "nothing."], None),
+        sse_tool_calls(&[("call_2", "read_file", r#"{"path":"src/b.rs"}"#)], Some((31, 5))),
+        sse_text(&["It is ", "empty."], None),
+    ])
+    .await;
+    env.mock_config(&server, 8_000, json!({}));
+    let served = env.serve(&["--api-key-env", KEY_VAR]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/fronts_sdk.py");
+    let path = std::env::join_paths([&anthropic_site, &openai_site]).unwrap();
+    let output = tokio::process::Command::new("python3")
+        .args([script, &served.url, KEY])
+        .env("PYTHONPATH", &path)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the SDK script failed:\n{stderr}");
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        seen["anthropic_first"],
+        json!({"stop_reason": "tool_use", "tool": "read_file", "input": {"path": "src/a.rs"}, "input_tokens": 30})
+    );
+    assert!(seen["anthropic_count"].as_u64().unwrap() > 0, "{seen}");
+    assert_eq!(
+        seen["anthropic_second"],
+        json!({"text": "It prints nothing.", "stop_reason": "end_turn", "final_text": "It prints nothing."})
+    );
+    assert_eq!(seen["anthropic_bad_request"]["status"], 400, "{seen}");
+    assert!(seen["anthropic_bad_request"]["message"].as_str().unwrap().contains("content[0].type"), "{seen}");
+    assert_eq!(seen["anthropic_wrong_key"]["status"], 401, "{seen}");
+    assert_eq!(
+        seen["responses_first"],
+        json!({"status": "completed", "tool": "read_file", "arguments": {"path": "src/b.rs"}, "call_id": "call_2",
+               "input_tokens": 31})
+    );
+    assert_eq!(
+        seen["responses_second"],
+        json!({"text": "It is empty.", "output_text": "It is empty.", "status": "completed"})
+    );
+    assert_eq!(seen["responses_bad_request"]["status"], 400, "{seen}");
+    assert!(
+        seen["responses_bad_request"]["message"].as_str().unwrap().contains("previous_response_id"),
+        "{seen}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(requests[1].body["messages"][3]["role"], "tool");
+    assert_eq!(requests[3].body["messages"][3]["tool_call_id"], "call_2");
+    // Two conversations, two sessions.
+    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 2);
+}
