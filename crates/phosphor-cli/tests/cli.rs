@@ -1095,8 +1095,14 @@ async fn serve_passes_tool_calls_through_and_answers_errors_in_openai_shape() {
     let words = error["error"]["message"].as_str().unwrap();
     assert!(words.contains("upstream") && words.contains("the tool schema is not supported"), "{error}");
 
-    let cases: [(&str, Value, u16, &str); 4] = [
+    let cases: [(&str, Value, u16, &str); 5] = [
         ("not json", Value::Null, 400, "not valid JSON"),
+        (
+            "",
+            json!({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_gone", "content": "x"}]}),
+            400,
+            "tool result for \"call_gone\" in message 1 answers no tool call",
+        ),
         ("", json!({"model": "x"}), 400, "`messages` is missing"),
         ("", json!({"messages": [{"role": "wizard", "content": "hi"}]}), 400, "messages"),
         (
@@ -1405,6 +1411,28 @@ async fn post(
     (status, headers, response.text().await.unwrap())
 }
 
+/// Like [`post`], with a JSON string body sent as its raw text (a body that is not JSON).
+async fn post_raw(
+    url: &str,
+    path: &str,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request =
+        reqwest::Client::new().post(format!("{url}{path}")).header("content-type", "application/json");
+    request = match body {
+        Value::String(raw) => request.body(raw.clone()),
+        body => request.body(body.to_string()),
+    };
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
 /// The events of a server-sent stream with event names: (name, data).
 fn named_events(body: &str) -> Vec<(String, Value)> {
     body.split("\n\n")
@@ -1530,13 +1558,28 @@ async fn serve_answers_anthropic_messages_as_claude_code_sends_them() {
 
     // Errors in Anthropic's shape, saying where and what is allowed.
     let video = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "video"}]}]});
+    let orphan = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_gone", "content": "x"}]}]});
+    let huge = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x".repeat(50 << 20)}]});
+    let wrong_type =
+        json!({"model": "m", "max_tokens": "ten", "messages": [{"role": "user", "content": "hi"}]});
     let cases = [
         (video, &headers[..], 400, "invalid_request_error", "messages[0].content[0].type"),
         (json!({"max_tokens": 10}), &headers[..], 400, "invalid_request_error", "`messages` is missing"),
+        (wrong_type, &headers[..], 400, "invalid_request_error", "`max_tokens` is the string \"ten\""),
+        (
+            orphan,
+            &headers[..],
+            400,
+            "invalid_request_error",
+            "`messages[0].content[0].tool_use_id` is \"toolu_gone\", but no earlier",
+        ),
+        (huge, &headers[..], 413, "request_too_large", "over 33554432 bytes"),
+        (Value::String("{not json".into()), &headers[..], 400, "invalid_request_error", "not valid JSON"),
         (body(&messages, false), &headers[1..], 401, "authentication_error", "x-api-key"),
     ];
     for (body, headers, expected, kind, words) in cases {
-        let (status, _, text) = post(&served.url, "/v1/messages", &body, headers).await;
+        let (status, _, text) = post_raw(&served.url, "/v1/messages", &body, headers).await;
         assert_eq!(status, expected, "{text}");
         let error: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(error["type"], "error", "{error}");
@@ -1647,6 +1690,24 @@ async fn serve_answers_the_responses_api_as_codex_sends_it() {
     assert_eq!(status, 400, "{text}");
     let error: Value = serde_json::from_str(&text).unwrap();
     assert!(error["error"]["message"].as_str().unwrap().contains("previous_response_id"), "{error}");
+    let orphan = json!({"model": "m", "input": [{"type": "function_call_output", "call_id": "call_gone", "output": "x"}]});
+    let huge = json!({"model": "m", "input": "x".repeat(50 << 20)});
+    let cases = [
+        (Value::String("[1,".into()), 400, "not valid JSON"),
+        (json!({"model": "m", "input": 7}), 400, "`input` is the number 7"),
+        (json!({"model": "m", "input": "hi", "stream": "yes"}), 400, "`stream` is the string \"yes\""),
+        (orphan, 400, "`input[0].call_id` is \"call_gone\", but no earlier function_call"),
+        (huge, 413, "over 33554432 bytes"),
+    ];
+    for (body, expected, words) in cases {
+        let (status, _, text) = post_raw(&served.url, "/v1/responses", &body, &headers).await;
+        assert_eq!(status, expected, "{text}");
+        let error: Value = serde_json::from_str(&text).unwrap();
+        assert!(error["error"]["message"].as_str().unwrap().contains(words), "{error}");
+        assert!(error["error"]["type"].is_string(), "{error}");
+    }
+    // Nothing a rejected request held was stored, and the session stands as it was.
+    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 1);
     assert_eq!(server.requests().len(), 2);
 }
 
@@ -1715,8 +1776,8 @@ async fn serve_compacts_a_session_that_arrives_over_the_window() {
 const AGENT_CLIENTS: &str = "PHOSPHOR_TEST_AGENT_CLIENTS";
 /// The task every client is given: it needs every file, and the files together are over the window.
 const LONG_TASK: &str =
-    "Read the files part-0.txt to part-5.txt in this folder, one at a time, then say DONE.";
-const LONG_TASK_FILES: usize = 6;
+    "Read the files part-0.txt to part-11.txt in this folder, one at a time, then say DONE.";
+const LONG_TASK_FILES: usize = 12;
 
 /// An upstream that plays the model of an agent on [`LONG_TASK`]: it calls `tool` once per file
 /// (`arguments(i)`), one call per answer, then says DONE; it answers a summarization request with a
@@ -1730,7 +1791,7 @@ fn long_task_upstream(tool: &'static str, arguments: fn(usize) -> String) -> pho
         if messages.iter().any(|m| text(m).contains("You are summarizing the conversation")) {
             return sse_text(
                 &[
-                    "The user asked to read part-0.txt to part-5.txt one at a time, then say DONE. Some are read.",
+                    "The user asked to read part-0.txt to part-11.txt one at a time, then say DONE. Some are read.",
                 ],
                 None,
             );
@@ -1750,10 +1811,10 @@ fn long_task_upstream(tool: &'static str, arguments: fn(usize) -> String) -> pho
     })
 }
 
-/// Writes the task's files into `dir`: each about 5,000 tokens of words no summary would repeat.
+/// Writes the task's files into `dir`: each about 2,300 tokens of words no summary would repeat.
 fn write_long_task_files(dir: &Path) {
     for file in 0..LONG_TASK_FILES {
-        let words: String = (0..2_500).map(|w| format!("f{file}w{w} ")).collect();
+        let words: String = (0..1_250).map(|w| format!("f{file}w{w} ")).collect();
         fs::write(dir.join(format!("part-{file}.txt")), words).unwrap();
     }
 }
@@ -1768,6 +1829,7 @@ fn check_long_task_requests(requests: &[RecordedRequest], window: u64, tool: &st
         })
         .collect();
     assert!(turns.len() > LONG_TASK_FILES, "{} requests of the turn", turns.len());
+    let mut largest = 0;
     for request in requests {
         let messages = request.body["messages"].as_array().unwrap();
         let parsed = phosphor_wire::chat::from_openai(messages).unwrap();
@@ -1775,7 +1837,7 @@ fn check_long_task_requests(requests: &[RecordedRequest], window: u64, tool: &st
             &ApproxCounter,
             &phosphor_core::ChatRequest { messages: parsed, ..Default::default() },
         );
-        eprintln!("upstream request: {tokens} tokens, {} messages", messages.len());
+        largest = largest.max(tokens);
         assert!(tokens <= window, "a request of {tokens} tokens went upstream (window {window})");
         let mut calls = std::collections::HashSet::new();
         for message in messages {
@@ -1792,6 +1854,16 @@ fn check_long_task_requests(requests: &[RecordedRequest], window: u64, tool: &st
         let text = request.body["messages"].to_string();
         assert!(text.contains(LONG_TASK), "a request lost the task: {text:.2000}");
     }
+    let summaries = requests
+        .iter()
+        .filter(|r| r.body["messages"].to_string().contains("You are summarizing the conversation"))
+        .count();
+    eprintln!(
+        "{} upstream requests: {} of the turn, {summaries} summaries; the largest {largest} tokens of the messages \
+         (window {window})",
+        requests.len(),
+        turns.len()
+    );
     // Between two compactions what goes upstream only grows at its end: each request of the turn
     // starts with the messages of the one before, the same bytes, so a provider's prompt cache
     // holds. The share of each request that is the previous one's prefix is printed.
@@ -1859,7 +1931,7 @@ async fn claude_code_finishes_a_long_task_through_serve() {
     let workspace = env.workspace().to_path_buf();
     let read = |i: usize| json!({"file_path": format!("part-{i}.txt")}).to_string();
     let server = MockServer::start_responding(long_task_upstream("Read", read)).await;
-    let window = 40_000;
+    let window = 30_000;
     // Masking off: the turn must be summarized, not only have its old outputs masked.
     env.mock_config(&server, window, json!({"mask_threshold": 0}));
     let served = env.serve(&[]);

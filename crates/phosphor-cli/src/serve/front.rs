@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use phosphor_agent::{AgentError, AgentEvent, Exchange, Reply};
+use phosphor_prune::PairingViolation;
 use phosphor_wire::{
     Answer, Delta, Failure, FailureKind, Inbound, Meta, WireError, Writer, anthropic, chat, responses,
 };
@@ -151,7 +152,21 @@ async fn read(format: Format, shared: &Shared, headers: &HeaderMap, body: Body) 
             format!("the request body is over {} bytes (serve --max-body-bytes)", shared.max_body_bytes),
         )
     })?;
-    Ok(format.read(&bytes)?)
+    let inbound = format.read(&bytes)?;
+    // A result no earlier call asked for is the client's mistake, said as the APIs say it; a call
+    // still waiting for its result is not (the agent answers it with an error result upstream).
+    if let Err(orphan @ PairingViolation::OrphanResult { .. }) =
+        phosphor_prune::check_tool_pairing(&inbound.messages)
+    {
+        return Err(Failure::new(
+            400,
+            FailureKind::InvalidRequest,
+            format!(
+                "the conversation breaks tool pairing: {orphan} (counting from its first non-system message)"
+            ),
+        ));
+    }
+    Ok(inbound)
 }
 
 async fn respond(
