@@ -1,5 +1,5 @@
-//! The models a command uses, built from `phosphor.json`: remote OpenAI-compatible endpoints through
-//! `phosphor-llm`, and the local (embedded) model through `phosphor-embedded`: the default when no
+//! The models a command uses, built from `phosphor.json`: remote endpoints through `phosphor-llm`
+//! (chat completions, Anthropic Messages or OpenAI Responses, as each provider's `api` says), and the local (embedded) model through `phosphor-embedded`: the default when no
 //! remote model is configured, `--model-path FILE`, or `summarize_model: "embedded"`.
 
 use std::fmt::Write as _;
@@ -11,7 +11,6 @@ use phosphor_agent::Models;
 use phosphor_core::ChatModel;
 use phosphor_core::config::{Config, Engine, InferenceConfig, ModelConfig, SummarizeModel};
 use phosphor_embedded::{HubSettings, SHORT_NAMES, default_model};
-use phosphor_llm::OpenAiModel;
 
 /// A minimal `phosphor.json` with a remote model, shown in errors about configuration.
 pub const MINIMAL_CONFIG: &str = r#"{"providers": {"openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}}, "models": {"large": {"provider": "openai", "model": "gpt-4.1", "context_window": 1047576}}}"#;
@@ -111,9 +110,8 @@ fn remote(config: &Config, model: &ModelConfig) -> Result<Arc<dyn ChatModel>> {
             model.provider
         )
     })?;
-    let built = OpenAiModel::new(&model.provider, provider, model)
-        .map_err(|err| anyhow!("model {}: {err}", model.model))?;
-    Ok(Arc::new(built))
+    phosphor_llm::connect(&model.provider, provider, model)
+        .map_err(|err| anyhow!("model {}: {err}", model.model))
 }
 
 /// `phosphor models list`: every short name, the engine `auto` runs it on in this build, and whether it is

@@ -9,9 +9,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use phosphor_core::config::Api;
 use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
 use phosphor_core::{ApproxCounter, Message};
-use phosphor_testkit::{MockResponse, MockServer, RecordedRequest, sse_text, sse_tool_calls};
+use phosphor_testkit::{
+    MockResponse, MockServer, RecordedRequest, sse_text, sse_tool_calls, wire_text, wire_tool_calls,
+};
 use phosphor_wire::chat::parse_transcript;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -52,9 +55,14 @@ impl Env {
 
     /// A configuration with the mock server as the only provider and a large model with `window` tokens.
     fn mock_config(&self, server: &MockServer, window: u64, options: Value) {
+        self.mock_config_speaking(server, Api::Chat, window, options);
+    }
+
+    /// [`Env::mock_config`] with a provider that speaks `api`.
+    fn mock_config_speaking(&self, server: &MockServer, api: Api, window: u64, options: Value) {
         let config = json!({
             "options": options,
-            "providers": { "mock": { "base_url": server.base_url(), "api_key_env": KEY_VAR } },
+            "providers": { "mock": { "base_url": server.base_url(), "api_key_env": KEY_VAR, "api": api.as_str() } },
             "models": { "large": { "provider": "mock", "model": "mock-large", "context_window": window, "max_output_tokens": 100 } }
         });
         fs::write(self.config_path(), config.to_string()).unwrap();
@@ -1779,34 +1787,82 @@ const LONG_TASK: &str =
     "Read the files part-0.txt to part-11.txt in this folder, one at a time, then say DONE.";
 const LONG_TASK_FILES: usize = 12;
 
-/// An upstream that plays the model of an agent on [`LONG_TASK`]: it calls `tool` once per file
-/// (`arguments(i)`), one call per answer, then says DONE; it answers a summarization request with a
-/// summary, and a request without the tool (a client's side request: a title, a topic) with a few
-/// words.
-fn long_task_upstream(tool: &'static str, arguments: fn(usize) -> String) -> phosphor_testkit::Responder {
+/// What an upstream request holds, whichever API it speaks: the conversation (the system prompt
+/// first), the tools it offers, and the array whose prefix a prompt cache keys on (`messages`, or
+/// the Responses `input`; Anthropic's `cache_control` marks left out, since they are not content).
+struct Upstream {
+    messages: Vec<Message>,
+    tools: Vec<String>,
+    sequence: Value,
+}
+
+fn upstream_view(request: &RecordedRequest) -> Upstream {
+    let path = request.path.split('?').next().unwrap_or_default();
+    let body = request.body.to_string();
+    let read = |inbound: phosphor_wire::Inbound| {
+        let mut messages = Vec::new();
+        if !inbound.system_prompt.is_empty() {
+            messages.push(Message::system(inbound.system_prompt.clone()));
+        }
+        messages.extend(inbound.messages);
+        (messages, inbound.tools.into_iter().map(|t| t.name).collect())
+    };
+    let (messages, tools, mut sequence) = if path.ends_with("/messages") {
+        let (messages, tools) = read(phosphor_wire::anthropic::read_request(body.as_bytes()).unwrap());
+        (messages, tools, request.body["messages"].clone())
+    } else if path.ends_with("/responses") {
+        let (messages, tools) = read(phosphor_wire::responses::read_request(body.as_bytes()).unwrap());
+        (messages, tools, request.body["input"].clone())
+    } else {
+        let messages =
+            phosphor_wire::chat::from_openai(request.body["messages"].as_array().unwrap()).unwrap();
+        let tools = request.body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+            .collect();
+        (messages, tools, request.body["messages"].clone())
+    };
+    fn strip_cache_marks(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.remove("cache_control");
+                map.values_mut().for_each(strip_cache_marks);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip_cache_marks),
+            _ => {}
+        }
+    }
+    strip_cache_marks(&mut sequence);
+    Upstream { messages, tools, sequence }
+}
+
+/// An upstream that plays the model of an agent on [`LONG_TASK`], speaking `api`: it calls `tool`
+/// once per file (`arguments(i)`), one call per answer, then says DONE; it answers a summarization
+/// request with a summary, and a request without the tool (a client's side request: a title, a
+/// topic) with a few words.
+fn long_task_upstream(
+    api: Api,
+    tool: &'static str,
+    arguments: fn(usize) -> String,
+) -> phosphor_testkit::Responder {
     let calls = std::sync::atomic::AtomicUsize::new(0);
     std::sync::Arc::new(move |request: &RecordedRequest| {
-        let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
-        let text = |m: &Value| m["content"].as_str().unwrap_or("").to_owned();
-        if messages.iter().any(|m| text(m).contains("You are summarizing the conversation")) {
-            return sse_text(
-                &[
-                    "The user asked to read part-0.txt to part-11.txt one at a time, then say DONE. Some are read.",
-                ],
-                None,
+        if request.body.to_string().contains("You are summarizing the conversation") {
+            return wire_text(
+                api,
+                "The user asked to read part-0.txt to part-11.txt one at a time, then say DONE. Some are read.",
             );
         }
-        let offers_tool = request.body["tools"]
-            .as_array()
-            .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == tool));
-        if !offers_tool {
-            return sse_text(&["Reading files"], None);
+        if !upstream_view(request).tools.iter().any(|t| t == tool) {
+            return wire_text(api, "Reading files");
         }
         let step = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if step < LONG_TASK_FILES {
-            sse_tool_calls(&[(&format!("call_{step}"), tool, &arguments(step))], None)
+            wire_tool_calls(api, &[(&format!("call_{step}"), tool, &arguments(step))])
         } else {
-            sse_text(&["DONE"], None)
+            wire_text(api, "DONE")
         }
     })
 }
@@ -1820,84 +1876,61 @@ fn write_long_task_files(dir: &Path) {
 }
 
 /// What every upstream request of an agent's turn must keep: under the window, each tool result
-/// after its call, and the task verbatim.
+/// after its call (the mock server refuses any other, in each API's rules), and the task verbatim.
 fn check_long_task_requests(requests: &[RecordedRequest], window: u64, tool: &str) {
-    let turns: Vec<&RecordedRequest> = requests
-        .iter()
-        .filter(|r| {
-            r.body["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["function"]["name"] == tool))
-        })
-        .collect();
-    assert!(turns.len() > LONG_TASK_FILES, "{} requests of the turn", turns.len());
+    let views: Vec<Upstream> = requests.iter().map(upstream_view).collect();
+    let offers = |view: &Upstream| view.tools.iter().any(|t| t == tool);
+    let turns = views.iter().filter(|v| offers(v)).count();
+    assert!(turns > LONG_TASK_FILES, "{turns} requests of the turn");
     let mut largest = 0;
-    for request in requests {
-        let messages = request.body["messages"].as_array().unwrap();
-        let parsed = phosphor_wire::chat::from_openai(messages).unwrap();
+    for (request, view) in requests.iter().zip(&views) {
         let tokens = phosphor_core::TokenCounter::count_request(
             &ApproxCounter,
-            &phosphor_core::ChatRequest { messages: parsed, ..Default::default() },
+            &phosphor_core::ChatRequest { messages: view.messages.clone(), ..Default::default() },
         );
         largest = largest.max(tokens);
         assert!(tokens <= window, "a request of {tokens} tokens went upstream (window {window})");
-        let mut calls = std::collections::HashSet::new();
-        for message in messages {
-            for call in message["tool_calls"].as_array().into_iter().flatten() {
-                calls.insert(call["id"].as_str().unwrap().to_owned());
-            }
-            if message["role"] == "tool" {
-                let id = message["tool_call_id"].as_str().unwrap();
-                assert!(calls.contains(id), "the result of {id} went upstream without its call");
-            }
+        phosphor_prune::check_tool_pairing(&view.messages).unwrap();
+        if offers(view) {
+            let text = request.body.to_string();
+            assert!(text.contains(LONG_TASK), "a request lost the task: {text:.2000}");
         }
-    }
-    for request in &turns {
-        let text = request.body["messages"].to_string();
-        assert!(text.contains(LONG_TASK), "a request lost the task: {text:.2000}");
     }
     let summaries = requests
         .iter()
-        .filter(|r| r.body["messages"].to_string().contains("You are summarizing the conversation"))
+        .filter(|r| r.body.to_string().contains("You are summarizing the conversation"))
         .count();
     eprintln!(
-        "{} upstream requests: {} of the turn, {summaries} summaries; the largest {largest} tokens of the messages \
-         (window {window})",
+        "{} upstream requests ({}): {turns} of the turn, {summaries} summaries; the largest {largest} tokens of the \
+         messages (window {window})",
         requests.len(),
-        turns.len()
+        requests[0].path,
     );
+    assert!(summaries > 0, "no compaction ran");
     // Between two compactions what goes upstream only grows at its end: each request of the turn
     // starts with the messages of the one before, the same bytes, so a provider's prompt cache
     // holds. The share of each request that is the previous one's prefix is printed.
     let mut shares = Vec::new();
-    for pair in requests.windows(2) {
-        let [before, after] = pair else { continue };
-        let (Some(before_messages), Some(after_messages)) =
-            (before.body["messages"].as_array(), after.body["messages"].as_array())
-        else {
-            continue;
-        };
-        let offers = |r: &RecordedRequest| turns.iter().any(|t| std::ptr::eq(*t, r));
+    for (before, after) in views.iter().zip(views.iter().skip(1)) {
         if !offers(before) || !offers(after) {
             continue;
         }
-        let shared = before_messages.iter().zip(after_messages).take_while(|(a, b)| a == b).count();
-        let shared_bytes: usize = after_messages[..shared].iter().map(|m| m.to_string().len()).sum();
-        let all_bytes: usize = after_messages.iter().map(|m| m.to_string().len()).sum();
+        let (Some(before), Some(after)) = (before.sequence.as_array(), after.sequence.as_array()) else {
+            continue;
+        };
+        let shared = before.iter().zip(after).take_while(|(a, b)| a == b).count();
+        let shared_bytes: usize = after[..shared].iter().map(|m| m.to_string().len()).sum();
+        let all_bytes: usize = after.iter().map(|m| m.to_string().len()).sum();
         shares.push(shared_bytes as f64 / all_bytes as f64);
         assert_eq!(
             shared,
-            before_messages.len(),
+            before.len(),
             "a request between two compactions changed what the one before sent"
         );
     }
     eprintln!(
         "unchanged prefix of the previous request: {:?} (requests of the turn with no compaction between)",
         shares.iter().map(|s| format!("{:.2}", s)).collect::<Vec<_>>()
-    );
-    assert!(
-        requests
-            .iter()
-            .any(|r| r.body["messages"].to_string().contains("You are summarizing the conversation")),
-        "no compaction ran"
     );
 }
 
@@ -1921,19 +1954,18 @@ async fn run_client(
 }
 
 /// Claude Code from npm, pointed at `phosphor serve` (`ANTHROPIC_BASE_URL`), on a task whose files
-/// are together over the window: it finishes, and every request upstream fits with its tool pairs
-/// whole and the task in it.
-#[tokio::test(flavor = "multi_thread")]
-async fn claude_code_finishes_a_long_task_through_serve() {
+/// are together over the window, with an upstream speaking `api`: it finishes, and every request
+/// upstream fits with its tool pairs whole and the task in it.
+async fn claude_code_finishes_a_long_task(api: Api) {
     let Some(clients) = phosphor_core::testing::test_dir(AGENT_CLIENTS) else { return };
     let env = Env::new();
     write_long_task_files(&env.workspace());
     let workspace = env.workspace().to_path_buf();
     let read = |i: usize| json!({"file_path": format!("part-{i}.txt")}).to_string();
-    let server = MockServer::start_responding(long_task_upstream("Read", read)).await;
+    let server = MockServer::start_responding(long_task_upstream(api, "Read", read)).await;
     let window = 30_000;
     // Masking off: the turn must be summarized, not only have its old outputs masked.
-    env.mock_config(&server, window, json!({"mask_threshold": 0}));
+    env.mock_config_speaking(&server, api, window, json!({"mask_threshold": 0}));
     let served = env.serve(&[]);
     let home = env.home().join("claude");
     fs::create_dir_all(&home).unwrap();
@@ -1969,17 +2001,28 @@ async fn claude_code_finishes_a_long_task_through_serve() {
     check_long_task_requests(&server.requests(), window, "Read");
 }
 
-/// Codex CLI from npm, pointed at `phosphor serve` as a Responses provider, on the same task.
 #[tokio::test(flavor = "multi_thread")]
-async fn codex_finishes_a_long_task_through_serve() {
+async fn claude_code_finishes_a_long_task_through_serve() {
+    claude_code_finishes_a_long_task(Api::Chat).await;
+}
+
+/// The same, with an upstream that speaks Claude Code's own API.
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_finishes_a_long_task_through_serve_to_an_anthropic_upstream() {
+    claude_code_finishes_a_long_task(Api::Anthropic).await;
+}
+
+/// Codex CLI from npm, pointed at `phosphor serve` as a Responses provider, on the same task, with
+/// an upstream speaking `api`.
+async fn codex_finishes_a_long_task(api: Api) {
     let Some(clients) = phosphor_core::testing::test_dir(AGENT_CLIENTS) else { return };
     let env = Env::new();
     write_long_task_files(&env.workspace());
     let workspace = env.workspace().to_path_buf();
     let exec = |i: usize| json!({"cmd": format!("cat part-{i}.txt")}).to_string();
-    let server = MockServer::start_responding(long_task_upstream("exec_command", exec)).await;
+    let server = MockServer::start_responding(long_task_upstream(api, "exec_command", exec)).await;
     let window = 24_000;
-    env.mock_config(&server, window, json!({"mask_threshold": 0}));
+    env.mock_config_speaking(&server, api, window, json!({"mask_threshold": 0}));
     let served = env.serve(&[]);
     let codex_home = env.home().join("codex");
     fs::create_dir_all(&codex_home).unwrap();
@@ -2005,6 +2048,17 @@ async fn codex_finishes_a_long_task_through_serve() {
     assert!(output.status.success(), "codex: {out}\n{}", String::from_utf8_lossy(&output.stderr));
     assert!(out.contains("DONE"), "codex printed {out}");
     check_long_task_requests(&server.requests(), window, "exec_command");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_finishes_a_long_task_through_serve() {
+    codex_finishes_a_long_task(Api::Chat).await;
+}
+
+/// The same, with an upstream that speaks Codex's own API.
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_finishes_a_long_task_through_serve_to_a_responses_upstream() {
+    codex_finishes_a_long_task(Api::Responses).await;
 }
 
 /// Anthropic's and OpenAI's Python SDKs through the Messages and Responses fronts: tool calls the

@@ -200,19 +200,54 @@ pub struct InferenceConfig {
     pub engine: Engine,
 }
 
-/// A remote OpenAI-compatible endpoint.
+/// The API a remote provider speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// OpenAI chat completions (`POST {base_url}/chat/completions`): OpenAI, OpenRouter, vLLM,
+    /// llama-server, Ollama, LM Studio and every other OpenAI-compatible server.
+    #[default]
+    Chat,
+    /// Anthropic Messages (`POST {base_url}/messages`, `x-api-key`, `anthropic-version`).
+    Anthropic,
+    /// OpenAI Responses (`POST {base_url}/responses`), stateless (`store: false`).
+    Responses,
+}
+
+impl Api {
+    /// Every accepted spelling, for error messages.
+    pub const ALLOWED: [&'static str; 3] = ["chat", "anthropic", "responses"];
+
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Anthropic => "anthropic",
+            Api::Responses => "responses",
+        }
+    }
+}
+
+/// A remote endpoint.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
 pub struct ProviderConfig {
-    /// The API base URL, e.g. `https://api.openai.com/v1`.
+    /// The API base URL, e.g. `https://api.openai.com/v1` or `https://api.anthropic.com/v1`.
     #[schemars(pattern(r"^https?://"))]
     pub base_url: String,
+    /// The API it speaks: `chat` (the default), `anthropic` or `responses`.
+    #[serde(skip_serializing_if = "is_chat")]
+    pub api: Api,
     /// The environment variable that holds the API key (never the key itself). None for keyless local servers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
     /// Extra HTTP headers sent with every request.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+}
+
+fn is_chat(api: &Api) -> bool {
+    *api == Api::Chat
 }
 
 /// The named model slots.
@@ -683,6 +718,9 @@ fn type_error(
     let known = match json_path.as_str() {
         "options.summarize_model" => Some(("is not a known model", SummarizeModel::ALLOWED.join(", "))),
         "embedded_models.inference.engine" => Some(("is not a known engine", Engine::ALLOWED.join(", "))),
+        path if path.starts_with("providers.") && path.ends_with(".api") => {
+            Some(("is not a known API", Api::ALLOWED.join(", ")))
+        }
         _ => None,
     };
     if let Some((problem, allowed)) = known {
@@ -1349,6 +1387,7 @@ mod tests {
                                 ("x-a".to_owned(), "1".to_owned()),
                                 ("x-b".to_owned(), "2".to_owned()),
                             ]),
+                            ..ProviderConfig::default()
                         },
                     ),
                 ]),

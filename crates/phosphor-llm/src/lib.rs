@@ -1,5 +1,7 @@
 //! Remote chat models for Phosphor: [`OpenAiModel`] implements [`phosphor_core::ChatModel`] over
-//! any OpenAI-compatible chat-completions endpoint, with async-openai underneath.
+//! any OpenAI-compatible chat-completions endpoint, with async-openai underneath; [`WireModel`]
+//! over Anthropic Messages and OpenAI Responses, with `phosphor-wire`'s bodies and readers.
+//! [`connect`] builds the one a provider's `api` names (`chat`, `anthropic`, `responses`).
 //!
 //! Providers are data ([`ProviderConfig`](phosphor_core::config::ProviderConfig): base URL, the
 //! environment variable holding the key, extra headers), not one type per vendor.
@@ -54,6 +56,8 @@ mod assemble;
 pub mod error;
 mod model;
 mod transport;
+mod wire_model;
 
 pub use error::{Error, Result, classify_error};
 pub use model::{OpenAiModel, RetryPolicy, counter_for};
+pub use wire_model::{WireModel, connect};

@@ -131,8 +131,68 @@ impl std::fmt::Debug for OpenAiModel {
     }
 }
 
-fn config_error(provider: &str, message: impl std::fmt::Display) -> Error {
+pub(crate) fn config_error(provider: &str, message: impl std::fmt::Display) -> Error {
     Error::Model(format!("provider {provider:?}: {message}"))
+}
+
+/// The API key of `provider`, read from its `api_key_env`: `None` for a keyless provider,
+/// [`Error::MissingApiKey`] when the variable is unset or empty.
+pub(crate) fn key_from_env(provider: &ProviderConfig) -> Result<Option<String>> {
+    match &provider.api_key_env {
+        None => Ok(None),
+        Some(env_var) => match std::env::var(env_var) {
+            Ok(key) if !key.trim().is_empty() => Ok(Some(key)),
+            _ => Err(Error::MissingApiKey { env_var: env_var.clone() }),
+        },
+    }
+}
+
+/// The base URL without a trailing `/`, and its host (lowercase); an error unless it is an
+/// `http://` or `https://` URL with a host.
+pub(crate) fn checked_base_url(provider_name: &str, provider: &ProviderConfig) -> Result<(String, String)> {
+    let base_url = provider.base_url.trim().trim_end_matches('/').to_owned();
+    let Some(host) = base_url.strip_prefix("https://").or_else(|| base_url.strip_prefix("http://")) else {
+        return Err(config_error(
+            provider_name,
+            format!("base_url {:?} must start with http:// or https://", provider.base_url),
+        ));
+    };
+    let host = host.split(['/', ':']).next().unwrap_or_default().to_ascii_lowercase();
+    if host.is_empty() {
+        return Err(config_error(provider_name, format!("base_url {:?} has no host", provider.base_url)));
+    }
+    Ok((base_url, host))
+}
+
+/// The provider's extra headers, each checked to be a valid HTTP name and value.
+pub(crate) fn checked_headers(
+    provider_name: &str,
+    provider: &ProviderConfig,
+) -> Result<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>> {
+    provider
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                config_error(provider_name, format!("header name {name:?} is not a valid HTTP header name"))
+            })?;
+            let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+                config_error(
+                    provider_name,
+                    format!("the value of header {name:?} is not a valid HTTP header value"),
+                )
+            })?;
+            Ok((header, value))
+        })
+        .collect()
+}
+
+/// The HTTP client of a provider's requests.
+pub(crate) fn http_client(provider_name: &str) -> Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .build()
+        .map_err(|error| config_error(provider_name, format!("cannot build the HTTP client: {error}")))
 }
 
 impl OpenAiModel {
@@ -143,14 +203,7 @@ impl OpenAiModel {
     /// providers, with no `api_key_env`, need none), and with [`Error::Model`] when the base URL
     /// or a header cannot be used.
     pub fn new(provider_name: &str, provider: &ProviderConfig, model: &ModelConfig) -> Result<OpenAiModel> {
-        let key = match &provider.api_key_env {
-            None => None,
-            Some(env_var) => match std::env::var(env_var) {
-                Ok(key) if !key.trim().is_empty() => Some(key),
-                _ => return Err(Error::MissingApiKey { env_var: env_var.clone() }),
-            },
-        };
-        OpenAiModel::build(provider_name, provider, model, key)
+        OpenAiModel::build(provider_name, provider, model, key_from_env(provider)?)
     }
 
     /// Like [`OpenAiModel::new`], with the API key given (`None` for a keyless provider) instead
@@ -170,39 +223,19 @@ impl OpenAiModel {
         model: &ModelConfig,
         key: Option<String>,
     ) -> Result<OpenAiModel> {
-        let base_url = provider.base_url.trim().trim_end_matches('/').to_owned();
-        let Some(host) = base_url.strip_prefix("https://").or_else(|| base_url.strip_prefix("http://"))
-        else {
-            return Err(config_error(
-                provider_name,
-                format!("base_url {:?} must start with http:// or https://", provider.base_url),
-            ));
-        };
-        let host = host.split(['/', ':']).next().unwrap_or_default().to_ascii_lowercase();
-        if host.is_empty() {
-            return Err(config_error(provider_name, format!("base_url {:?} has no host", provider.base_url)));
-        }
+        let (base_url, host) = checked_base_url(provider_name, provider)?;
         // Every field set, so that async-openai reads none of OPENAI_API_KEY, OPENAI_ORG_ID, ...
         let mut config = OpenAIConfig::new()
             .with_api_base(base_url.clone())
             .with_api_key(key.clone().unwrap_or_default())
             .with_org_id("")
             .with_project_id("");
-        for (name, value) in &provider.headers {
-            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                config_error(provider_name, format!("header name {name:?} is not a valid HTTP header name"))
-            })?;
-            config = config.with_header(header, value.as_str()).map_err(|_| {
-                config_error(
-                    provider_name,
-                    format!("the value of header {name:?} is not a valid HTTP header value"),
-                )
-            })?;
+        for (name, value) in checked_headers(provider_name, provider)? {
+            // Checked to be visible ASCII, so `to_str` keeps every byte.
+            let value = value.to_str().unwrap_or_default();
+            config = config.with_header(name, value).map_err(|error| config_error(provider_name, error))?;
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|error| config_error(provider_name, format!("cannot build the HTTP client: {error}")))?;
+        let http = http_client(provider_name)?;
         let own_authorization =
             provider.headers.keys().any(|name| name.eq_ignore_ascii_case("authorization"));
         let transport =
@@ -318,20 +351,7 @@ impl ChatModel for OpenAiModel {
     }
 
     fn stream(&self, request: ChatRequest) -> ChatStream {
-        let info = &self.inner.info;
-        let span = tracing::info_span!(
-            "chat",
-            otel.name = %format!("chat {}", info.model),
-            otel.kind = "client",
-            gen_ai.operation.name = "chat",
-            gen_ai.provider.name = %info.provider,
-            gen_ai.request.model = %info.model,
-            gen_ai.conversation.id = request.conversation_id.as_deref(),
-            gen_ai.usage.input_tokens = Empty,
-            gen_ai.usage.output_tokens = Empty,
-            gen_ai.response.finish_reasons = Empty,
-            error.type = Empty,
-        );
+        let span = call_span(&self.inner.info, &request);
         let call = Call {
             inner: self.inner.clone(),
             retry: self.retry.clone(),
@@ -484,7 +504,7 @@ impl Call {
     }
 }
 
-fn error_type(error: &Error) -> &'static str {
+pub(crate) fn error_type(error: &Error) -> &'static str {
     match error {
         Error::ContextOverflow { .. } => "context_overflow",
         Error::RateLimited { .. } => "rate_limited",
@@ -534,30 +554,52 @@ impl Open {
         self.ended = true;
     }
 
-    /// Records usage, finish and errors on the call's span as they pass.
     fn observe(&self, item: &Result<StreamEvent>) {
-        match item {
-            Ok(StreamEvent::Usage(usage)) => {
-                self.span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-                self.span.record("gen_ai.usage.output_tokens", usage.output_tokens);
-            }
-            Ok(StreamEvent::Finish { reason }) => {
-                self.span.record("gen_ai.response.finish_reasons", reason.as_wire());
-                tracing::debug!(finish_reason = reason.as_wire(), "model call finished");
-            }
-            Err(error) => {
-                self.span.record("error.type", error_type(error));
-                tracing::debug!(%error, "model stream failed");
-            }
-            Ok(_) => {}
+        observe(&self.span, item);
+    }
+}
+
+/// The span of one model call: `chat {model}` with OpenTelemetry's `gen_ai.*` fields, usage,
+/// finish and error recorded as they pass ([`observe`]).
+pub(crate) fn call_span(info: &ModelInfo, request: &ChatRequest) -> tracing::Span {
+    tracing::info_span!(
+        "chat",
+        otel.name = %format!("chat {}", info.model),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = %info.provider,
+        gen_ai.request.model = %info.model,
+        gen_ai.conversation.id = request.conversation_id.as_deref(),
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        error.type = Empty,
+    )
+}
+
+/// Records usage, finish and errors of an answer on its call's span as they pass.
+pub(crate) fn observe(span: &tracing::Span, item: &Result<StreamEvent>) {
+    match item {
+        Ok(StreamEvent::Usage(usage)) => {
+            span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+            span.record("gen_ai.usage.output_tokens", usage.output_tokens);
         }
+        Ok(StreamEvent::Finish { reason }) => {
+            span.record("gen_ai.response.finish_reasons", reason.as_wire());
+            tracing::debug!(finish_reason = reason.as_wire(), "model call finished");
+        }
+        Err(error) => {
+            span.record("error.type", error_type(error));
+            tracing::debug!(%error, "model stream failed");
+        }
+        Ok(_) => {}
     }
 }
 
 /// A stream polled inside a tracing span.
-struct InSpan {
-    inner: ChatStream,
-    span: tracing::Span,
+pub(crate) struct InSpan {
+    pub(crate) inner: ChatStream,
+    pub(crate) span: tracing::Span,
 }
 
 impl Stream for InSpan {

@@ -52,6 +52,10 @@ pub enum MockResponse {
     /// Sends the payloads, then closes the connection without `[DONE]` and without the final
     /// zero-length chunk: a stream that broke.
     SseCut(Vec<String>),
+    /// `200 OK`, `text/event-stream`: each frame sent verbatim in its own HTTP chunk (whole
+    /// events such as `event: message_start\ndata: {...}\n\n`, as Anthropic and the Responses API
+    /// stream them), and no `[DONE]`.
+    Events(Vec<String>),
     /// Any status with a `Content-Length` body. `Content-Type: application/json` is added when the
     /// headers name no content type; `Content-Length` and `Connection` are always added.
     Raw {
@@ -368,6 +372,7 @@ async fn write_response(stream: &mut TcpStream, mut response: MockResponse) -> s
         MockResponse::Sse(events) => write_sse(stream, &events, Duration::ZERO, true).await,
         MockResponse::SsePaced { events, interval } => write_sse(stream, &events, interval, true).await,
         MockResponse::SseCut(events) => write_sse(stream, &events, Duration::ZERO, false).await,
+        MockResponse::Events(frames) => write_frames(stream, &frames).await,
         MockResponse::Raw { status, headers, body } => {
             let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
             if !body.is_empty() && !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
@@ -415,15 +420,75 @@ async fn write_sse(
     Ok(())
 }
 
-/// Why a chat request's `messages` would be rejected by a strict provider: not OpenAI messages, or a
-/// tool call without its result, a result without its call (`phosphor_prune::check_tool_pairing`).
-/// Every request the server receives is checked, so no test can pass with an unpaired request.
+async fn write_frames(stream: &mut TcpStream, frames: &[String]) -> std::io::Result<()> {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+                Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    stream.write_all(head.as_bytes()).await?;
+    for frame in frames {
+        write_chunk(stream, frame).await?;
+    }
+    stream.write_all(b"0\r\n\r\n").await?;
+    stream.flush().await
+}
+
+/// Why a request would be rejected by a strict provider, in the API its path names: Anthropic
+/// Messages (`…/messages`), OpenAI Responses (`…/responses`), else chat completions. Not that
+/// API's shape, or a tool call without its result, a result without its call
+/// (`phosphor_prune::check_tool_pairing`); for Anthropic also a `tool_use` whose results are not
+/// all in the user message right after it, as Anthropic requires. Every request the server
+/// receives is checked, so no test can pass with an unpaired request.
 fn broken_request(request: &RecordedRequest) -> Option<String> {
-    let messages = request.body.get("messages")?.as_array()?;
-    match phosphor_wire::chat::from_openai(messages) {
-        Err(error) => Some(format!("mock server: `messages` are not OpenAI chat messages: {error}")),
+    let path = request.path.split('?').next().unwrap_or_default();
+    let (api, parsed) = if path.ends_with("/messages") {
+        let bytes = request.body.to_string();
+        let parsed = phosphor_wire::anthropic::read_request(bytes.as_bytes()).map(|inbound| inbound.messages);
+        if let Some(message) = anthropic_results_misplaced(&request.body) {
+            return Some(format!("mock server: {message}"));
+        }
+        ("Anthropic Messages", parsed.map_err(|e| e.message))
+    } else if path.ends_with("/responses") {
+        let bytes = request.body.to_string();
+        let parsed = phosphor_wire::responses::read_request(bytes.as_bytes()).map(|inbound| inbound.messages);
+        ("OpenAI Responses", parsed.map_err(|e| e.message))
+    } else {
+        let messages = request.body.get("messages")?.as_array()?;
+        ("OpenAI chat", phosphor_wire::chat::from_openai(messages).map_err(|e| e.to_string()))
+    };
+    match parsed {
+        Err(error) => Some(format!("mock server: the request is not {api}: {error}")),
         Ok(parsed) => phosphor_prune::check_tool_pairing(&parsed)
             .err()
             .map(|violation| format!("mock server: the request breaks tool pairing: {violation}")),
     }
+}
+
+/// Anthropic's rule: each `tool_use` of an assistant message has its `tool_result` in the
+/// message right after it, a user message.
+fn anthropic_results_misplaced(body: &serde_json::Value) -> Option<String> {
+    let messages = body.get("messages")?.as_array()?;
+    for (index, message) in messages.iter().enumerate() {
+        let blocks =
+            |m: &serde_json::Value| m.get("content").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+        let of_type = |m: &serde_json::Value, kind: &str, key: &str| -> Vec<String> {
+            blocks(m)
+                .iter()
+                .filter(|b| b["type"] == kind)
+                .filter_map(|b| b[key].as_str().map(str::to_owned))
+                .collect()
+        };
+        let uses = of_type(message, "tool_use", "id");
+        if uses.is_empty() {
+            continue;
+        }
+        let next = messages.get(index + 1);
+        let answered = next.filter(|n| n["role"] == "user").map(|n| of_type(n, "tool_result", "tool_use_id"));
+        let answered = answered.unwrap_or_default();
+        if let Some(missing) = uses.iter().find(|id| !answered.contains(id)) {
+            return Some(format!(
+                "messages.{}: `tool_use` ids were found without `tool_result` blocks immediately after: {missing}",
+                index
+            ));
+        }
+    }
+    None
 }

@@ -20,6 +20,8 @@
 //! `cache_control`, `metadata`, `thinking` budgets, `context_management`, `tool_choice` and other
 //! fields are accepted and have no effect on a chat-completions upstream.
 
+pub mod upstream;
+
 use std::collections::HashMap;
 
 use phosphor_core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};

@@ -11,6 +11,9 @@
 //! A request of any front reads into one [`Inbound`]; an answer is written from one [`Answer`],
 //! whole, or streamed through a [`Writer`] as the events of its format from the [`Delta`]s the agent
 //! produces ([`anthropic::Stream`], [`responses::Stream`], [`chat::Stream`]).
+//! Upstream, [`anthropic::upstream`] and [`responses::upstream`] write the body `phosphor-llm`
+//! sends and read the streamed answer ([`sse::Decoder`], then an [`upstream::Reader`]) into
+//! `phosphor_core::StreamEvent`s.
 //! Errors read by a front are [`WireError`]s: what was wrong and where, in words a client can act
 //! on, and written in each API's own error shape.
 
@@ -18,5 +21,7 @@ pub mod anthropic;
 pub mod chat;
 mod inbound;
 pub mod responses;
+pub mod sse;
+pub mod upstream;
 
 pub use inbound::{Answer, Delta, Failure, FailureKind, Inbound, Meta, WireError, Writer, now_secs};

@@ -19,6 +19,8 @@
 //! assistant message, as chat completions has them. `previous_response_id` is refused with a 400:
 //! this server keeps no responses by id, the client sends the whole conversation.
 
+pub mod upstream;
+
 use std::collections::HashMap;
 
 use phosphor_core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};

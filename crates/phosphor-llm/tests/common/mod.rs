@@ -2,7 +2,6 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -15,7 +14,7 @@ use phosphor_testkit::MockServer;
 pub const SECRET_KEY: &str = "sk-test-0123456789-very-secret";
 
 pub fn provider(server: &MockServer) -> ProviderConfig {
-    ProviderConfig { base_url: server.base_url(), api_key_env: None, headers: BTreeMap::new() }
+    ProviderConfig { base_url: server.base_url(), ..ProviderConfig::default() }
 }
 
 pub fn model_config() -> ModelConfig {
