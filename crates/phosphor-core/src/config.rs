@@ -1110,6 +1110,10 @@ mod tests {
             );
         }
         check_error(
+            r#"{ "providers": { "x": { "base_url": "http://127.0.0.1:1/v1", "api": "grpc" } } }"#,
+            "/cfg/phosphor.json: providers.x.api: \"grpc\" is not a known API; allowed: chat, anthropic, responses",
+        );
+        check_error(
             r#"{ "options": { "summarize_model": "embedded" } }"#,
             "/cfg/phosphor.json: options.summarize_model: \"embedded\" needs embedded_models.inference.enabled, \
              which is false; allowed: main, large, small, or embedded once embedded_models.inference.enabled is true",
