@@ -302,6 +302,7 @@ fn ci() -> Result<()> {
     ];
     let package = ["package", "--workspace", "--locked", "--allow-dirty", "--no-verify"];
     run("cargo", &[&package[..], &unpublished[..]].concat(), &[])?;
+    forget_extracted_packages()?;
     let mut verified = vec!["package", "--locked", "--allow-dirty"];
     for krate in BUILT_FROM_PACKAGE {
         verified.extend(["-p", krate]);
@@ -313,6 +314,32 @@ fn ci() -> Result<()> {
         &[("RUSTDOCFLAGS", "-D warnings"), cmake],
     )?;
     eprintln!("\nxtask ci: all checks passed in {:.0?}", started.elapsed());
+    Ok(())
+}
+
+/// Removes the copies of our packages that an earlier `cargo package` extracted under
+/// `$CARGO_HOME/registry/src/`: cargo verifies a package against the packages of its workspace
+/// dependencies, and reuses an extracted copy of the same name and version without looking at
+/// its sources again, so a run after one of them changed would build against the old sources.
+fn forget_extracted_packages() -> Result<()> {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
+    let Some(sources) = cargo_home.map(|home| home.join("registry/src")) else { return Ok(()) };
+    let Ok(registries) = std::fs::read_dir(&sources) else { return Ok(()) };
+    for registry in registries.flatten() {
+        // The local registry of a workspace's packages is named by a hash alone (`-dc5f7e39...`).
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for entry in std::fs::read_dir(registry.path()).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if BUILT_FROM_PACKAGE.iter().any(|krate| name.starts_with(&format!("{krate}-"))) {
+                std::fs::remove_dir_all(entry.path())
+                    .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+            }
+        }
+    }
     Ok(())
 }
 
