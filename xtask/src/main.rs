@@ -302,12 +302,21 @@ fn ci() -> Result<()> {
     ];
     let package = ["package", "--workspace", "--locked", "--allow-dirty", "--no-verify"];
     run("cargo", &[&package[..], &unpublished[..]].concat(), &[])?;
+    // The verification builds in a target directory of its own, emptied first: cargo takes a
+    // registry package as never changing, so builds of our packages from an earlier run (same
+    // name, same version, older sources) would be reused there.
     forget_extracted_packages()?;
+    let verify_dir = target_dir().join("package-verify");
+    if verify_dir.exists() {
+        std::fs::remove_dir_all(&verify_dir)
+            .with_context(|| format!("cannot remove {}", verify_dir.display()))?;
+    }
+    let verify_dir = verify_dir.to_string_lossy().into_owned();
     let mut verified = vec!["package", "--locked", "--allow-dirty"];
     for krate in BUILT_FROM_PACKAGE {
         verified.extend(["-p", krate]);
     }
-    run("cargo", &verified, &[])?;
+    run("cargo", &verified, &[("CARGO_TARGET_DIR", verify_dir.as_str())])?;
     run(
         "cargo",
         &with_features(&["doc", "--workspace", "--no-deps", "--locked"]),
