@@ -12,9 +12,9 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, SamplingMode, criterion_group, criterion_main};
 use futures::StreamExt;
 use phosphor_agent::{Models, SessionAgent};
-use phosphor_core::config::Options;
-use phosphor_core::exact::TiktokenCounter;
-use phosphor_core::{
+use phosphor_base::config::Options;
+use phosphor_base::exact::TiktokenCounter;
+use phosphor_base::{
     ApproxCounter, ChatModel, ChatRequest, ChatStream, FinishReason, ModelInfo, StreamEvent, TokenCounter,
 };
 use phosphor_store::{SessionStore, SqliteStore};

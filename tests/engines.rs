@@ -2,7 +2,7 @@
 //! (GGUF) on each engine, from `PHOSPHOR_TEST_MODEL`, and Gemma 3 270M (which only llama.cpp runs; `auto` must
 //! pick it) from `PHOSPHOR_TEST_GEMMA` (`cargo xtask fetch-test-model all`; `cargo xtask ci` always sets both).
 //! Without them the tests say they were skipped (under `cargo xtask ci` they fail instead; see
-//! `phosphor_core::testing::test_model`). Models this small write weak summaries, so the checks are about
+//! `phosphor_base::testing::test_model`). Models this small write weak summaries, so the checks are about
 //! structure, streaming, usage, session state and the artifact trail, never wording.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use common::ReadFile;
 use phosphor_agent::{AgentEvent, AgentSettings, FileOp, Models, SessionAgent, SessionState};
-use phosphor_core::MessageStatus;
-use phosphor_core::config::{Engine, InferenceConfig, Options, SummarizeModel};
+use phosphor_base::MessageStatus;
+use phosphor_base::config::{Engine, InferenceConfig, Options, SummarizeModel};
 use phosphor_embedded::EngineKind;
 use phosphor_store::{SessionStore, SqliteStore};
 use phosphor_testkit::{ScriptedModel, text_turn, tool_calls_turn};
@@ -41,7 +41,7 @@ async fn gemma3_on_auto_summarizes_a_session_through_the_compaction_path() {
 static MODEL_RUNS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn summarizes_through_the_compaction_path(variable: &str, engine: Engine, expected: EngineKind) {
-    let Some(path) = phosphor_core::testing::test_model(variable) else { return };
+    let Some(path) = phosphor_base::testing::test_model(variable) else { return };
     let _one_model_at_a_time = MODEL_RUNS.lock().await;
     let inference = InferenceConfig { enabled: true, model_path: Some(path), engine, ..Default::default() };
     // The session's main model is scripted; the summary comes from the real local model.

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use common::ReadFile;
 use phosphor_agent::{CompactionReason, Models, SUMMARY_PREFIX, SessionAgent};
-use phosphor_core::Role;
-use phosphor_core::config::{ModelConfig, Options, ProviderConfig};
+use phosphor_base::Role;
+use phosphor_base::config::{ModelConfig, Options, ProviderConfig};
 use phosphor_llm::{OpenAiModel, RetryPolicy};
 use phosphor_store::{SessionStore, SqliteStore};
 use phosphor_testkit::{MockResponse, MockServer, RecordedRequest, sse_text, sse_tool_calls};
@@ -29,7 +29,7 @@ fn model(server: &MockServer, window: u64) -> Arc<OpenAiModel> {
 }
 
 /// Checks what the server received: pairing on every request, and the summary first after compaction.
-fn check(requests: &[RecordedRequest]) -> Vec<Vec<phosphor_core::Message>> {
+fn check(requests: &[RecordedRequest]) -> Vec<Vec<phosphor_base::Message>> {
     requests
         .iter()
         .enumerate()

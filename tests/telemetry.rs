@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use phosphor_agent::{Models, SessionAgent};
-use phosphor_core::config::{ModelConfig, Options, ProviderConfig};
+use phosphor_base::config::{ModelConfig, Options, ProviderConfig};
 use phosphor_llm::OpenAiModel;
 use phosphor_store::SqliteStore;
 use phosphor_testkit::{MockServer, sse_text};

@@ -12,6 +12,7 @@
 //! - `dist [--baseline]`: the release `phosphor` binary as it is shipped (the workspace's build, for `x86-64-v3`
 //!   CPUs; `--baseline` for any x86-64 CPU), copied to `dist/`.
 //! - `check-architecture`: the crate dependency list in docs/ARCHITECTURE.md against `cargo metadata`.
+//! - `check-names`: every publishable package name is free on crates.io or ours (`names`).
 //! - `fetch-test-model [smollm2 | gemma3 | aider-history | claude-code-sessions | openai-python | all]`: the
 //!   small GGUF models the embedded tests use, aider's recorded chat history and two recorded Claude Code sessions
 //!   the replay tests replay, and OpenAI's Python SDK the `phosphor serve` test drives the proxy with, into a
@@ -24,10 +25,11 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 mod llama_bench;
+mod names;
 
 /// Library crates that must build alone with `--no-default-features`.
 const LIBRARY_CRATES: &[&str] = &[
-    "phosphor-core",
+    "phosphor-base",
     "phosphor-wire",
     "phosphor-prune",
     "phosphor-prompt",
@@ -165,7 +167,7 @@ const AGENT_CLIENTS: NpmPackages = NpmPackages {
     env: "PHOSPHOR_TEST_AGENT_CLIENTS",
 };
 
-/// `phosphor_core::testing::REQUIRE_TEST_MODELS` (xtask does not depend on phosphor-core): set for the test run,
+/// `phosphor_base::testing::REQUIRE_TEST_MODELS` (xtask does not depend on phosphor-base): set for the test run,
 /// it makes a test whose model is missing fail instead of skip.
 const REQUIRE_TEST_MODELS: &str = "PHOSPHOR_REQUIRE_TEST_MODELS";
 
@@ -173,7 +175,7 @@ const REQUIRE_TEST_MODELS: &str = "PHOSPHOR_REQUIRE_TEST_MODELS";
 /// engines would be built a second time from scratch (about 15 minutes), and phosphor-agent, whose
 /// tests' dependency on phosphor-embedded would bring it along.
 const BUILT_FROM_PACKAGE: &[&str] = &[
-    "phosphor-core",
+    "phosphor-base",
     "phosphor-wire",
     "phosphor-prune",
     "phosphor-prompt",
@@ -219,10 +221,11 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("check-architecture") => check_architecture(),
+        Some("check-names") => names::check_names(&workspace_metadata()?),
         Some(other) => {
             bail!(
                 "unknown command {other:?}; expected one of: ci, bench, bench-target-cpu, dist, fetch-test-model, \
-                 check-architecture"
+                 check-architecture, check-names"
             )
         }
         None => bail!(
@@ -276,7 +279,7 @@ fn ci() -> Result<()> {
     paths.push((AGENT_CLIENTS.env, clients.to_str().context("cache path is not UTF-8")?.to_owned()));
     let mut envs: Vec<(&str, &str)> = paths.iter().map(|(k, v)| (*k, v.as_str())).collect();
     envs.push(cmake);
-    // A test that finds no test model fails here instead of skipping (`phosphor_core::testing` owns the rule).
+    // A test that finds no test model fails here instead of skipping (`phosphor_base::testing` owns the rule).
     envs.push((REQUIRE_TEST_MODELS, "1"));
     let postgres = TestPostgres::start()?;
     envs.push((TEST_POSTGRES, postgres.url.as_str()));
@@ -290,18 +293,14 @@ fn ci() -> Result<()> {
     // Every crate packages (manifest, file list, dependencies resolvable with the workspace's own
     // crates); those without an inference engine also build from their package, which is what catches a
     // file read from outside the crate. Nothing is published.
-    let unpublished = [
-        "--exclude",
-        "xtask",
-        "--exclude",
-        "phosphor-testkit",
-        "--exclude",
-        "phosphor-tests",
-        "--exclude",
-        "phosphor-benches",
-    ];
-    let package = ["package", "--workspace", "--locked", "--allow-dirty", "--no-verify"];
-    run("cargo", &[&package[..], &unpublished[..]].concat(), &[])?;
+    let metadata = workspace_metadata()?;
+    names::check_names(&metadata)?;
+    let mut package = vec!["package", "--locked", "--allow-dirty", "--no-verify"];
+    let publishable = names::publishable(&metadata);
+    for krate in &publishable {
+        package.extend(["-p", krate.as_str()]);
+    }
+    run("cargo", &package, &[])?;
     // The verification builds in a target directory of its own, emptied first: cargo takes a
     // registry package as never changing, so builds of our packages from an earlier run (same
     // name, same version, older sources) would be reused there.
@@ -363,17 +362,7 @@ fn check_architecture() -> Result<()> {
     let doc =
         std::fs::read_to_string(&doc_path).with_context(|| format!("cannot read {}", doc_path.display()))?;
     let documented = documented_edges(&doc).with_context(|| format!("in {}", doc_path.display()))?;
-    let output = Command::new("cargo")
-        .args(["metadata", "--format-version", "1", "--no-deps", "--locked"])
-        .current_dir(&root)
-        .output()
-        .context("could not run cargo metadata")?;
-    if !output.status.success() {
-        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&output.stdout).context("cargo metadata's output")?;
-    let actual = metadata_edges(&metadata);
+    let actual = metadata_edges(&workspace_metadata()?);
     let missing: Vec<String> = actual.difference(&documented).map(|(a, b)| format!("{a} -> {b}")).collect();
     let extra: Vec<String> = documented.difference(&actual).map(|(a, b)| format!("{a} -> {b}")).collect();
     if !missing.is_empty() || !extra.is_empty() {
@@ -386,6 +375,19 @@ fn check_architecture() -> Result<()> {
     }
     eprintln!("docs/ARCHITECTURE.md: {} crate dependency edges match cargo metadata", actual.len());
     Ok(())
+}
+
+/// `cargo metadata` of the workspace's own packages.
+fn workspace_metadata() -> Result<serde_json::Value> {
+    let output = Command::new("cargo")
+        .args(["metadata", "--format-version", "1", "--no-deps", "--locked"])
+        .current_dir(workspace_root()?)
+        .output()
+        .context("could not run cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    serde_json::from_slice(&output.stdout).context("cargo metadata's output")
 }
 
 type Edges = std::collections::BTreeSet<(String, String)>;

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use phosphor_core::config::{Options, SummarizeModel};
-use phosphor_core::{
+use phosphor_base::config::{Options, SummarizeModel};
+use phosphor_base::{
     ChatModel, Message, MessageStatus, Part, Role, Session, TokenCounter, TokenLedger, ToolSpec,
 };
 use phosphor_prompt::Profiles;

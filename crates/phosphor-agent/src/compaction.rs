@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use phosphor_core::{
+use phosphor_base::{
     ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Role, StreamEvent, TokenCounter,
     Usage,
 };
@@ -478,7 +478,7 @@ fn summary_request(
 /// when there is nothing to fold.
 pub fn first_summary_input(
     fold: &[Message],
-    options: &phosphor_core::config::Options,
+    options: &phosphor_base::config::Options,
     counter: &dyn TokenCounter,
 ) -> Option<SummaryInput> {
     if fold.is_empty() {
@@ -528,5 +528,5 @@ fn summary_message(carried: Option<&str>, input: Vec<Cow<'_, Message>>) -> Messa
 
 /// Today's date (UTC) as `YYYY-MM-DD`, for the summary prompt.
 fn today() -> String {
-    phosphor_core::time::UtcMinute::from_unix_ms(now_ms()).date()
+    phosphor_base::time::UtcMinute::from_unix_ms(now_ms()).date()
 }

@@ -11,9 +11,9 @@ pub type Result<T, E = AgentError> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentError {
-    /// A model call failed. See [`phosphor_core::Error`] for whether to retry.
+    /// A model call failed. See [`phosphor_base::Error`] for whether to retry.
     #[error(transparent)]
-    Model(#[from] phosphor_core::Error),
+    Model(#[from] phosphor_base::Error),
     /// The session store failed. The session is as the store last saw it; retry once the store is healthy.
     #[error(transparent)]
     Store(#[from] StoreError),

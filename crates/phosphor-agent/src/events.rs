@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use phosphor_core::{ToolCall, ToolResult, Usage};
+use phosphor_base::{ToolCall, ToolResult, Usage};
 
 /// Why a compaction ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@
 //! session whose messages are the longest prefix of the request's (see its documentation for the
 //! rules), and [`SessionAgent::finish`] records where it stands after the answer.
 
-use phosphor_core::{FinishReason, Message, MessageStatus, Part, Role, Session, ToolSpec, Usage};
+use phosphor_base::{FinishReason, Message, MessageStatus, Part, Role, Session, ToolSpec, Usage};
 use phosphor_store::{Head, Lease, StoreError};
 use tracing::Instrument;
 
@@ -436,7 +436,7 @@ pub fn namespace(session_id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::ToolCall;
+    use phosphor_base::ToolCall;
 
     fn call(id: &str, args: &str) -> Message {
         Message::new(

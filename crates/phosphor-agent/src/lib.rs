@@ -31,9 +31,9 @@
 //! session's summary pointer moves to it only once it completed.
 //!
 //! ```no_run
-//! # async fn demo(store: std::sync::Arc<dyn phosphor_store::SessionStore>, model: std::sync::Arc<dyn phosphor_core::ChatModel>) -> Result<(), phosphor_agent::AgentError> {
+//! # async fn demo(store: std::sync::Arc<dyn phosphor_store::SessionStore>, model: std::sync::Arc<dyn phosphor_base::ChatModel>) -> Result<(), phosphor_agent::AgentError> {
 //! use phosphor_agent::{Models, SessionAgent};
-//! use phosphor_core::config::Options;
+//! use phosphor_base::config::Options;
 //!
 //! let agent = SessionAgent::new(store, Models::new(model), Options::default())
 //!     .with_system_prompt("You are a careful coding assistant.");

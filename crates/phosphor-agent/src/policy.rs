@@ -9,9 +9,9 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use phosphor_core::config::Options;
-use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
-use phosphor_core::{Message, ModelInfo, Role, TokenCounter, ToolSpec};
+use phosphor_base::config::Options;
+use phosphor_base::tokens::REQUEST_OVERHEAD_TOKENS;
+use phosphor_base::{Message, ModelInfo, Role, TokenCounter, ToolSpec};
 
 use crate::events::CompactionReason;
 
@@ -480,7 +480,7 @@ pub struct TurnsRead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::{Part, ToolCall, ToolResult};
+    use phosphor_base::{Part, ToolCall, ToolResult};
     use pretty_assertions::assert_eq;
 
     fn options(threshold: f64, disabled: bool) -> Options {
@@ -526,7 +526,7 @@ mod tests {
 
     #[test]
     fn fixed_tokens_count_the_system_prompt_as_sent_and_every_tool() {
-        let counter = phosphor_core::ApproxCounter;
+        let counter = phosphor_base::ApproxCounter;
         let tool = ToolSpec {
             name: "read_file".into(),
             description: "Reads a file".into(),

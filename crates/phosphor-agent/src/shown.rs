@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use phosphor_core::{Message, Part, TokenCounter, TokenLedger};
+use phosphor_base::{Message, Part, TokenCounter, TokenLedger};
 
 /// What precedes a summary when it is shown to a model.
 pub const SUMMARY_PREFIX: &str = "This conversation continues from an earlier part that was compacted. \
@@ -123,7 +123,7 @@ pub(crate) fn masked_len(history: &[Message], masked_until: Option<&str>) -> usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::{Role, ToolCall};
+    use phosphor_base::{Role, ToolCall};
     use pretty_assertions::assert_eq;
 
     #[test]

@@ -20,7 +20,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use phosphor_core::{Message, Part, Role, TokenCounter};
+use phosphor_base::{Message, Part, Role, TokenCounter};
 use phosphor_prune::{COMMAND_KEYS, PATH_KEYS, PATHS_KEYS, TRUNCATION_MARKER, truncate_chars};
 use serde_json::Value;
 
@@ -1095,7 +1095,7 @@ fn error_line(content: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::{ApproxCounter, ToolCall};
+    use phosphor_base::{ApproxCounter, ToolCall};
 
     fn call(id: &str, name: &str, args: &str) -> Message {
         Message::new(

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use phosphor_core::{ToolCall, ToolResult, ToolSpec};
+use phosphor_base::{ToolCall, ToolResult, ToolSpec};
 
 /// What a tool returned.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use futures::StreamExt;
-use phosphor_core::{
+use phosphor_base::{
     ChatModel, ChatRequest, Completion, FinishReason, Message, MessageStatus, Part, Role, StreamEvent,
     TokenLedger, ToolCall, Usage,
 };
@@ -413,7 +413,7 @@ impl SessionAgent {
         model: &dyn ChatModel,
         request: ChatRequest,
         events: Option<&EventSender>,
-    ) -> phosphor_core::Result<Completion> {
+    ) -> phosphor_base::Result<Completion> {
         let info = model.info();
         let input_estimate = self.counter.count_request(&request);
         let mut stream = model.stream(request);

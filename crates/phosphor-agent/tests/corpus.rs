@@ -19,7 +19,7 @@ fn corpus_dir() -> PathBuf {
 
 #[test]
 fn the_checked_in_corpus_is_the_conversion_of_aiders_history() {
-    let Some(path) = phosphor_core::testing::test_model("PHOSPHOR_REPLAY_AIDER") else { return };
+    let Some(path) = phosphor_base::testing::test_model("PHOSPHOR_REPLAY_AIDER") else { return };
     let text = fs::read_to_string(path).unwrap();
     let chosen = aider::corpus_sessions(&text, SESSIONS);
     assert_eq!(chosen.len(), SESSIONS);

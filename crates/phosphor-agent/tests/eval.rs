@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use phosphor_agent::eval::{self, EvalSetup, EvalTranscript, ProbeKind, Strategy, Windowed, report};
 use phosphor_agent::{Models, SessionAgent, policy};
-use phosphor_core::config::Options;
-use phosphor_core::{Message, ModelInfo, Part, Role, ToolCall};
+use phosphor_base::config::Options;
+use phosphor_base::{Message, ModelInfo, Part, Role, ToolCall};
 use phosphor_testkit::{ScriptedModel, text_turn};
 
 const WINDOW: u64 = 8_192;

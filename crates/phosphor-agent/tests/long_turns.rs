@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use phosphor_agent::{AgentError, Models, SessionAgent, Tool, ToolOutput, TurnOutcome};
-use phosphor_core::config::{Options, SummarizeModel};
-use phosphor_core::{
+use phosphor_base::config::{Options, SummarizeModel};
+use phosphor_base::{
     ApproxCounter, ChatModel, ChatRequest, ChatStream, ModelInfo, Role, TokenCounter, ToolSpec,
 };
 use phosphor_store::{SessionStore, SqliteStore};
@@ -229,7 +229,7 @@ async fn the_session_model_s_own_counter_makes_the_estimate() {
     let status = agent.token_status(&session).await.unwrap();
     // 4,000 bytes are 4,000 tokens by this counter (1,000 by the approximation); "ok" is 2; each
     // message adds 4 tokens of framing and the request 3.
-    let per_byte = PerByte.count_message(&phosphor_core::Message::user(prompt)) + 2 + 4 + 3;
+    let per_byte = PerByte.count_message(&phosphor_base::Message::user(prompt)) + 2 + 4 + 3;
     assert_eq!(status.estimated_tokens, per_byte);
     assert_eq!(per_byte, 4_013);
 }

@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use phosphor_agent::eval::aider::{self, Turn};
 use phosphor_agent::{FileOp, Models, SessionAgent, SessionState, Tool, ToolOutput};
-use phosphor_core::config::{Options, SummarizeModel};
-use phosphor_core::{
+use phosphor_base::config::{Options, SummarizeModel};
+use phosphor_base::{
     ApproxCounter, ChatRequest, FinishReason, Message, ModelInfo, Part, Role, StreamEvent, TokenCounter,
     ToolCall, ToolSpec,
 };
@@ -234,7 +234,7 @@ fn summaries_only() -> Options {
 
 #[tokio::test]
 async fn real_aider_sessions_keep_every_request_and_file_and_masking_is_measured() {
-    let Some(path) = phosphor_core::testing::test_model("PHOSPHOR_REPLAY_AIDER") else { return };
+    let Some(path) = phosphor_base::testing::test_model("PHOSPHOR_REPLAY_AIDER") else { return };
     let text = std::fs::read_to_string(&path).unwrap();
     let mut sessions = aider::sessions(&text);
     assert!(sessions.len() > 600, "{} sessions with a turn in {}", sessions.len(), path.display());
@@ -572,7 +572,7 @@ fn facts_of(messages: &[Message]) -> ClaudeCodeFacts {
 /// The real Claude Code sessions of `PHOSPHOR_REPLAY_CLAUDE_CODE` (`cargo xtask fetch-test-model
 /// claude-code-sessions`), each with a system prompt first (the log does not record Claude Code's).
 fn real_claude_code_sessions() -> Option<Vec<Vec<Message>>> {
-    let path = phosphor_core::testing::test_model("PHOSPHOR_REPLAY_CLAUDE_CODE")?;
+    let path = phosphor_base::testing::test_model("PHOSPHOR_REPLAY_CLAUDE_CODE")?;
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(phosphor_agent::eval::claude_code::is_session_log(&text), "{}", path.display());
     let sessions = phosphor_agent::eval::claude_code::sessions(&text).unwrap();

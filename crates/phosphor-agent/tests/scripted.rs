@@ -14,8 +14,8 @@ use phosphor_agent::{
     AgentError, AgentEvent, AgentSettings, CompactionReason, FileOp, Models, SUMMARY_PREFIX, SessionAgent,
     SessionState, Tool, ToolOutput,
 };
-use phosphor_core::config::{Options, SummarizeModel};
-use phosphor_core::{
+use phosphor_base::config::{Options, SummarizeModel};
+use phosphor_base::{
     ApproxCounter, ChatRequest, Error, FinishReason, Message, MessageStatus, ModelInfo, Part, Role,
     StreamEvent, TokenCounter, ToolSpec, Usage,
 };

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
-use phosphor_core::{ApproxCounter, TokenCounter};
+use phosphor_base::{ApproxCounter, TokenCounter};
 use phosphor_testkit::{MockServer, RecordedRequest, sse_text};
 use serde_json::{Value, json};
 
@@ -237,7 +237,7 @@ async fn run(db: &str) {
         phosphor_prune::check_tool_pairing(&messages)
             .unwrap_or_else(|v| panic!("upstream request {i}: {v:?}"));
         let tokens =
-            ApproxCounter.count_request(&phosphor_core::ChatRequest { messages, ..Default::default() });
+            ApproxCounter.count_request(&phosphor_base::ChatRequest { messages, ..Default::default() });
         largest = largest.max(tokens);
     }
     assert!(largest <= WINDOW, "an upstream request of {largest} tokens, over the {WINDOW}-token window");

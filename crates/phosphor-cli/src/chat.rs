@@ -3,7 +3,7 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 
 use anyhow::Result;
-use phosphor_core::Session;
+use phosphor_base::Session;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use crate::cli::ChatArgs;

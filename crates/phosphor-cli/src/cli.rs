@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use phosphor_agent::eval::Strategy;
-use phosphor_core::config::SummarizeModel;
+use phosphor_base::config::SummarizeModel;
 
 /// Keeps LLM agent sessions alive past the model's context window by compacting them.
 #[derive(Debug, Parser)]

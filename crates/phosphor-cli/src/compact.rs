@@ -14,8 +14,8 @@ use phosphor_agent::eval::split_system;
 use phosphor_agent::{
     AgentEvent, AgentSettings, CompactionReason, SUMMARY_PREFIX, SessionAgent, first_summary_input, policy,
 };
-use phosphor_core::config::{Config, DEFAULT_MAX_OUTPUT_TOKENS, Options};
-use phosphor_core::{ApproxCounter, Message, ModelInfo, Role, TokenCounter, ToolSpec};
+use phosphor_base::config::{Config, DEFAULT_MAX_OUTPUT_TOKENS, Options};
+use phosphor_base::{ApproxCounter, Message, ModelInfo, Role, TokenCounter, ToolSpec};
 use phosphor_prompt::Profiles;
 use phosphor_store::{SessionStore, SqliteStore};
 use phosphor_wire::chat::{ToOpenAiOptions, to_openai_with};
@@ -294,7 +294,7 @@ pub fn dry_run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::config::parse_str;
+    use phosphor_base::config::parse_str;
     use pretty_assertions::assert_eq;
     use std::path::Path;
 

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
-use phosphor_core::config::{self, Config, ConfigSources, LoadedConfig, SummarizeModel};
+use phosphor_base::config::{self, Config, ConfigSources, LoadedConfig, SummarizeModel};
 use serde_json::Value;
 
 /// Loads the configuration for `workspace` (plus `explicit`), failing with the loader's message.

@@ -15,7 +15,7 @@ pub fn thousands(n: u64) -> String {
 
 /// Unix milliseconds as `YYYY-MM-DD HH:MM` UTC.
 pub fn utc_minutes(ms: i64) -> String {
-    phosphor_core::time::UtcMinute::from_unix_ms(ms).to_string()
+    phosphor_base::time::UtcMinute::from_unix_ms(ms).to_string()
 }
 
 /// The first line of `text`, at most `max` characters, with `…` when anything was left out.

@@ -76,7 +76,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use clap::Parser;
-use phosphor_core::config::ConfigSources;
+use phosphor_base::config::ConfigSources;
 use phosphor_prompt::Profiles;
 
 use crate::cli::{Cli, Command, ConfigCommand, ModelsCommand, ProfilesCommand, SessionsCommand};

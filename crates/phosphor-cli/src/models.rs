@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use phosphor_agent::Models;
-use phosphor_core::ChatModel;
-use phosphor_core::config::{Config, Engine, InferenceConfig, ModelConfig, SummarizeModel};
+use phosphor_base::ChatModel;
+use phosphor_base::config::{Config, Engine, InferenceConfig, ModelConfig, SummarizeModel};
 use phosphor_embedded::{HubSettings, SHORT_NAMES, default_model};
 
 /// A minimal `phosphor.json` with a remote model, shown in errors about configuration.
@@ -165,7 +165,7 @@ pub async fn pull(config: &Config, name: Option<&str>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::config::parse_str;
+    use phosphor_base::config::parse_str;
     use std::path::Path;
 
     fn config(json: &str) -> Config {

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use phosphor_agent::{AgentEvent, CompactionReason};
-use phosphor_core::{ToolCall, ToolResult};
+use phosphor_base::{ToolCall, ToolResult};
 use serde_json::Value;
 
 use crate::format::{preview, thousands};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use phosphor_agent::{AgentEvent, AgentSettings, SessionAgent};
-use phosphor_core::Session;
+use phosphor_base::Session;
 use phosphor_prompt::Profiles;
 use phosphor_store::SessionStore;
 use tokio::sync::mpsc::UnboundedReceiver;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow, bail};
-use phosphor_core::{Message, MessageStatus, Part, Role, Session};
+use phosphor_base::{Message, MessageStatus, Part, Role, Session};
 use phosphor_store::{PgStore, SessionStore, SqliteStore};
 use phosphor_wire::chat::{ToOpenAiOptions, to_openai_with};
 
@@ -293,7 +293,7 @@ pub async fn export(store: &dyn SessionStore, given: &str, jsonl: bool) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::ToolCall;
+    use phosphor_base::ToolCall;
     use pretty_assertions::assert_eq;
 
     async fn store_with_compacted_session() -> SqliteStore {

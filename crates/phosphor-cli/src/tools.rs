@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use phosphor_agent::{Tool, ToolOutput};
-use phosphor_core::ToolSpec;
+use phosphor_base::ToolSpec;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use phosphor_core::Message;
+use phosphor_base::Message;
 use phosphor_wire::chat::parse_transcript_with_warnings;
 use serde_json::{Map, Value};
 

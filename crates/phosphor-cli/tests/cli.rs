@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use phosphor_core::config::Api;
-use phosphor_core::tokens::REQUEST_OVERHEAD_TOKENS;
-use phosphor_core::{ApproxCounter, Message};
+use phosphor_base::config::Api;
+use phosphor_base::tokens::REQUEST_OVERHEAD_TOKENS;
+use phosphor_base::{ApproxCounter, Message};
 use phosphor_testkit::{
     MockResponse, MockServer, RecordedRequest, sse_text, sse_tool_calls, wire_text, wire_tool_calls,
 };
@@ -353,7 +353,7 @@ async fn a_run_with_fourteen_tool_rounds_compacts_inside_the_turn_and_finishes()
             phosphor_wire::chat::from_openai(request.body["messages"].as_array().unwrap()).unwrap();
         phosphor_prune::check_tool_pairing(&messages).unwrap_or_else(|v| panic!("request #{i}: {v:?}"));
         assert!(
-            messages.iter().any(|m| m.role == phosphor_core::Role::User && m.text_content() == prompt),
+            messages.iter().any(|m| m.role == phosphor_base::Role::User && m.text_content() == prompt),
             "request #{i} lost the turn's request"
         );
         // A lower bound of the agent's own estimate: a quarter of the text and arguments.
@@ -361,9 +361,9 @@ async fn a_run_with_fourteen_tool_rounds_compacts_inside_the_turn_and_finishes()
             .iter()
             .flat_map(|m| &m.parts)
             .map(|part| match part {
-                phosphor_core::Part::Text { text } => text.len(),
-                phosphor_core::Part::ToolCall(call) => call.arguments.len(),
-                phosphor_core::Part::ToolResult(result) => result.content.len(),
+                phosphor_base::Part::Text { text } => text.len(),
+                phosphor_base::Part::ToolCall(call) => call.arguments.len(),
+                phosphor_base::Part::ToolResult(result) => result.content.len(),
                 _ => 0,
             })
             .sum();
@@ -712,7 +712,7 @@ static MODEL_RUNS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// a continuing agent needs is in the result whatever the small model wrote.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_readme_first_command_compacts_the_example_with_the_test_model() {
-    let Some(model) = phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
+    let Some(model) = phosphor_base::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
     let _one_model_at_a_time = MODEL_RUNS.lock().await;
     let env = Env::new();
     let transcript = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/transcript.json");
@@ -741,7 +741,7 @@ async fn the_readme_first_command_compacts_the_example_with_the_test_model() {
 
 #[tokio::test]
 async fn eval_scores_every_strategy_with_the_test_model_and_writes_the_report() {
-    let Some(model) = phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
+    let Some(model) = phosphor_base::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
     let _one_model_at_a_time = MODEL_RUNS.lock().await;
     let env = Env::new();
     let report = env.home().join("report.html");
@@ -1020,9 +1020,9 @@ async fn serve_keeps_a_stateless_clients_conversation_in_one_compacted_session()
     assert!(last.iter().all(|(_, text)| !text.starts_with("request 0:")), "{last:?}");
     assert!(last.last().unwrap().1.starts_with("request 7:"), "{last:?}");
     for request in &requests {
-        let tokens: u64 = phosphor_core::TokenCounter::count_request(
+        let tokens: u64 = phosphor_base::TokenCounter::count_request(
             &ApproxCounter,
-            &phosphor_core::ChatRequest {
+            &phosphor_base::ChatRequest {
                 messages: phosphor_wire::chat::from_openai(request.body["messages"].as_array().unwrap())
                     .unwrap(),
                 ..Default::default()
@@ -1164,7 +1164,7 @@ async fn serve_passes_tool_calls_through_and_answers_errors_in_openai_shape() {
 /// for a bad request and a wrong key, and the model list.
 #[tokio::test]
 async fn serve_answers_the_openai_python_sdk() {
-    let Some(site) = phosphor_core::testing::test_dir("PHOSPHOR_TEST_OPENAI_PYTHON") else { return };
+    let Some(site) = phosphor_base::testing::test_dir("PHOSPHOR_TEST_OPENAI_PYTHON") else { return };
     let env = Env::new();
     let server = MockServer::start(vec![
         sse_tool_calls(&[("call_1", "read_file", r#"{"path":"src/a.rs"}"#)], None),
@@ -1212,7 +1212,7 @@ async fn serve_answers_the_openai_python_sdk() {
 /// keeps a client's conversation there too (on the server `cargo xtask ci` starts).
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_live_in_postgres_when_db_is_a_postgres_url() {
-    let Some(url) = phosphor_core::testing::test_url("PHOSPHOR_TEST_POSTGRES") else { return };
+    let Some(url) = phosphor_base::testing::test_url("PHOSPHOR_TEST_POSTGRES") else { return };
     let env = Env { db: Some(url), ..Env::new() };
     let server = MockServer::start(vec![
         sse_text(&["Stored in Postgres."], None),
@@ -1274,7 +1274,7 @@ fn unique_namespace(what: &str) -> String {
 /// stays in one session, compacted, with every message stored once.
 #[tokio::test(flavor = "multi_thread")]
 async fn two_serve_processes_on_one_postgres_share_the_session() {
-    let Some(url) = phosphor_core::testing::test_url("PHOSPHOR_TEST_POSTGRES") else { return };
+    let Some(url) = phosphor_base::testing::test_url("PHOSPHOR_TEST_POSTGRES") else { return };
     let env = Env { db: Some(url), ..Env::new() };
     let server =
         MockServer::start((0..40).map(|i| sse_text(&[&format!("answer {i}")], Some((10, 3)))).collect())
@@ -1326,7 +1326,7 @@ async fn two_serve_processes_on_one_postgres_share_the_session() {
 /// nothing half-written is shown, and no message is stored twice.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_proxy_killed_mid_compaction_leaves_the_session_whole_for_the_other() {
-    let Some(url) = phosphor_core::testing::test_url("PHOSPHOR_TEST_POSTGRES") else { return };
+    let Some(url) = phosphor_base::testing::test_url("PHOSPHOR_TEST_POSTGRES") else { return };
     let env = Env { db: Some(url), ..Env::new() };
     let answers = (0..40)
         .map(|i| sse_text(&[&format!("answer {i}")], Some((10, 3))).delayed(Duration::from_millis(300)));
@@ -1767,9 +1767,9 @@ async fn serve_compacts_a_session_that_arrives_over_the_window() {
         assert!(answered.iter().all(|(_, text)| !text.starts_with("request 0:")), "{path}: {answered:?}");
     }
     for request in server.requests() {
-        let tokens: u64 = phosphor_core::TokenCounter::count_request(
+        let tokens: u64 = phosphor_base::TokenCounter::count_request(
             &ApproxCounter,
-            &phosphor_core::ChatRequest {
+            &phosphor_base::ChatRequest {
                 messages: phosphor_wire::chat::from_openai(request.body["messages"].as_array().unwrap())
                     .unwrap(),
                 ..Default::default()
@@ -1884,9 +1884,9 @@ fn check_long_task_requests(requests: &[RecordedRequest], window: u64, tool: &st
     assert!(turns > LONG_TASK_FILES, "{turns} requests of the turn");
     let mut largest = 0;
     for (request, view) in requests.iter().zip(&views) {
-        let tokens = phosphor_core::TokenCounter::count_request(
+        let tokens = phosphor_base::TokenCounter::count_request(
             &ApproxCounter,
-            &phosphor_core::ChatRequest { messages: view.messages.clone(), ..Default::default() },
+            &phosphor_base::ChatRequest { messages: view.messages.clone(), ..Default::default() },
         );
         largest = largest.max(tokens);
         assert!(tokens <= window, "a request of {tokens} tokens went upstream (window {window})");
@@ -1957,7 +1957,7 @@ async fn run_client(
 /// are together over the window, with an upstream speaking `api`: it finishes, and every request
 /// upstream fits with its tool pairs whole and the task in it.
 async fn claude_code_finishes_a_long_task(api: Api) {
-    let Some(clients) = phosphor_core::testing::test_dir(AGENT_CLIENTS) else { return };
+    let Some(clients) = phosphor_base::testing::test_dir(AGENT_CLIENTS) else { return };
     let env = Env::new();
     write_long_task_files(&env.workspace());
     let workspace = env.workspace().to_path_buf();
@@ -2015,7 +2015,7 @@ async fn claude_code_finishes_a_long_task_through_serve_to_an_anthropic_upstream
 /// Codex CLI from npm, pointed at `phosphor serve` as a Responses provider, on the same task, with
 /// an upstream speaking `api`.
 async fn codex_finishes_a_long_task(api: Api) {
-    let Some(clients) = phosphor_core::testing::test_dir(AGENT_CLIENTS) else { return };
+    let Some(clients) = phosphor_base::testing::test_dir(AGENT_CLIENTS) else { return };
     let env = Env::new();
     write_long_task_files(&env.workspace());
     let workspace = env.workspace().to_path_buf();
@@ -2066,10 +2066,10 @@ async fn codex_finishes_a_long_task_through_serve_to_a_responses_upstream() {
 /// exceptions for a bad request and a wrong key.
 #[tokio::test]
 async fn serve_answers_the_anthropic_and_openai_sdks_on_their_own_apis() {
-    let Some(anthropic_site) = phosphor_core::testing::test_dir("PHOSPHOR_TEST_ANTHROPIC_PYTHON") else {
+    let Some(anthropic_site) = phosphor_base::testing::test_dir("PHOSPHOR_TEST_ANTHROPIC_PYTHON") else {
         return;
     };
-    let Some(openai_site) = phosphor_core::testing::test_dir("PHOSPHOR_TEST_OPENAI_PYTHON") else { return };
+    let Some(openai_site) = phosphor_base::testing::test_dir("PHOSPHOR_TEST_OPENAI_PYTHON") else { return };
     let env = Env::new();
     let server = MockServer::start(vec![
         sse_tool_calls(&[("call_1", "read_file", r#"{"path":"src/a.rs"}"#)], Some((30, 5))),

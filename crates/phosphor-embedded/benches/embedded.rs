@@ -16,9 +16,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use phosphor_core::config::{Engine, InferenceConfig};
-use phosphor_core::message::Message;
-use phosphor_core::model::{ChatModel, ChatRequest, StreamEvent};
+use phosphor_base::config::{Engine, InferenceConfig};
+use phosphor_base::message::Message;
+use phosphor_base::model::{ChatModel, ChatRequest, StreamEvent};
 use phosphor_embedded::{EngineKind, HubSettings, load_with};
 
 /// Tokens generated per run.

@@ -6,9 +6,9 @@ use mistralrs::{
     ChatCompletionChunkResponse, ChatCompletionResponse, ChunkChoice, Delta, MessageContent, SamplingParams,
     Tool,
 };
-use phosphor_core::message::{FinishReason, Message, Part, Role, ToolCall, Usage};
-use phosphor_core::model::{StreamEvent, ToolSpec};
-use phosphor_core::{Error, Result};
+use phosphor_base::message::{FinishReason, Message, Part, Role, ToolCall, Usage};
+use phosphor_base::model::{StreamEvent, ToolSpec};
+use phosphor_base::{Error, Result};
 use serde_json::{Value, json};
 
 use crate::IMAGE_PLACEHOLDER;

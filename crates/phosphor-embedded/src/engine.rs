@@ -13,11 +13,11 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use phosphor_core::Error;
-use phosphor_core::TokenCounter;
-use phosphor_core::config::{Engine, InferenceConfig};
-use phosphor_core::gguf::GgufMetadata;
-use phosphor_core::model::{ChatModel, ChatRequest, ChatStream, ModelInfo, StreamEvent};
+use phosphor_base::Error;
+use phosphor_base::TokenCounter;
+use phosphor_base::config::{Engine, InferenceConfig};
+use phosphor_base::gguf::GgufMetadata;
+use phosphor_base::model::{ChatModel, ChatRequest, ChatStream, ModelInfo, StreamEvent};
 use tokio::sync::OnceCell;
 use tracing::field::Empty;
 
@@ -230,11 +230,11 @@ fn choose_device(kind: EngineKind, gpu: bool) -> (bool, String) {
 /// approximation, with a warning, for a vocabulary it cannot rebuild.
 #[cfg(feature = "mistralrs")]
 fn vocabulary_counter(metadata: &GgufMetadata, path: &Path) -> Arc<dyn TokenCounter> {
-    match phosphor_core::exact::HfCounter::from_gguf(metadata) {
+    match phosphor_base::exact::HfCounter::from_gguf(metadata) {
         Ok(counter) => Arc::new(counter),
         Err(err) => {
             tracing::warn!(path = %path.display(), error = %err, "counting tokens approximately");
-            Arc::new(phosphor_core::ApproxCounter)
+            Arc::new(phosphor_base::ApproxCounter)
         }
     }
 }
@@ -377,7 +377,7 @@ impl ChatModel for EmbeddedModel {
 }
 
 /// Records usage, finish and errors on the call's span as they pass.
-fn observe(span: &tracing::Span, item: &phosphor_core::Result<StreamEvent>) {
+fn observe(span: &tracing::Span, item: &phosphor_base::Result<StreamEvent>) {
     match item {
         Ok(StreamEvent::Usage(usage)) => {
             span.record("gen_ai.usage.input_tokens", usage.input_tokens);

@@ -2,14 +2,14 @@
 
 use std::path::PathBuf;
 
-use phosphor_core::gguf::GgufError;
+use phosphor_base::gguf::GgufError;
 
 /// Result alias for this crate's [`EmbeddedError`].
 pub type Result<T, E = EmbeddedError> = std::result::Result<T, E>;
 
 /// What can go wrong finding, downloading or loading a local model. Each variant says what the caller should do.
 ///
-/// Errors while a loaded model answers are [`phosphor_core::Error`]s, as for every [`phosphor_core::ChatModel`].
+/// Errors while a loaded model answers are [`phosphor_base::Error`]s, as for every [`phosphor_base::ChatModel`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EmbeddedError {

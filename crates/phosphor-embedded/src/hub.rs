@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hf_hub::api::Progress;
 use hf_hub::api::sync::ApiBuilder;
 use hf_hub::{Repo, RepoType};
-use phosphor_core::config::InferenceConfig;
+use phosphor_base::config::InferenceConfig;
 
 use crate::catalog::{RepoSpec, default_model};
 use crate::error::{EmbeddedError, Result};

@@ -2,8 +2,8 @@
 //! [mistral.rs](https://github.com/EricLBuehler/mistral.rs).
 //!
 //! ```no_run
-//! use phosphor_core::config::InferenceConfig;
-//! use phosphor_core::{ChatModel, ChatRequest, Message};
+//! use phosphor_base::config::InferenceConfig;
+//! use phosphor_base::{ChatModel, ChatRequest, Message};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = InferenceConfig { enabled: true, model_repo: Some("Qwen3-0.6B".into()), ..Default::default() };
@@ -17,7 +17,7 @@
 //!
 //! # Engines
 //!
-//! Two engines sit behind the same [`ChatModel`](phosphor_core::ChatModel), each an optional cargo feature (both
+//! Two engines sit behind the same [`ChatModel`](phosphor_base::ChatModel), each an optional cargo feature (both
 //! are on by default):
 //!
 //! - `llamacpp`: llama.cpp through the `llama-cpp-2` crate, built from source with CMake (needs `cmake`, a C++
@@ -73,8 +73,8 @@
 //!   and the device, and hands out the same [`Arc`](std::sync::Arc) again. Loading runs on a blocking thread;
 //!   inference runs on threads of the engines' own (mistral.rs) or on a blocking thread per answer (llama.cpp),
 //!   never on the async runtime's workers. On llama.cpp answers to one model take turns.
-//! - Answers stream as [`StreamEvent::TextDelta`](phosphor_core::StreamEvent::TextDelta)s, then
-//!   [`StreamEvent::Usage`](phosphor_core::StreamEvent::Usage) with the prompt and answer token counts, then the
+//! - Answers stream as [`StreamEvent::TextDelta`](phosphor_base::StreamEvent::TextDelta)s, then
+//!   [`StreamEvent::Usage`](phosphor_base::StreamEvent::Usage) with the prompt and answer token counts, then the
 //!   finish. mistral.rs also streams reasoning and tool calls when the model makes them; the llama.cpp engine
 //!   answers in text only (tool definitions are ignored with a warning, tool traffic in the history is shown to
 //!   the model as text). Each call runs in a `chat` span that records `gen_ai.usage.input_tokens` and
@@ -82,7 +82,7 @@
 //! - Sampling is greedy unless the request sets a temperature above 0; thinking is turned off for models whose
 //!   template can (Qwen3): small local models gain little from it and take long.
 //! - Dropping the stream cancels the answer: llama.cpp stops between two tokens (or two prompt batches).
-//! - A prompt longer than the window fails with [`phosphor_core::Error::ContextOverflow`], which drives compaction.
+//! - A prompt longer than the window fails with [`phosphor_base::Error::ContextOverflow`], which drives compaction.
 //!
 //! # GPUs
 //!

@@ -18,9 +18,9 @@ use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{
     LlamaBackendDeviceType, LogOptions, list_llama_ggml_backend_devices, send_logs_to_tracing,
 };
-use phosphor_core::gguf::GgufMetadata;
-use phosphor_core::model::{ChatRequest, ChatStream, StreamEvent};
-use phosphor_core::{Error, FinishReason, Message, Part, Result as CoreResult, Role, TokenCounter, Usage};
+use phosphor_base::gguf::GgufMetadata;
+use phosphor_base::model::{ChatRequest, ChatStream, StreamEvent};
+use phosphor_base::{Error, FinishReason, Message, Part, Result as CoreResult, Role, TokenCounter, Usage};
 use tokio::sync::mpsc;
 
 use crate::busy::Busy;
@@ -600,7 +600,7 @@ mod tests {
     use super::*;
     use llama_cpp_2::token::data::LlamaTokenData;
     use llama_cpp_2::token::data_array::LlamaTokenDataArray;
-    use phosphor_core::{ToolCall, ToolResult};
+    use phosphor_base::{ToolCall, ToolResult};
     use pretty_assertions::assert_eq;
 
     #[test]

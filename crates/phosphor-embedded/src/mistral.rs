@@ -9,9 +9,9 @@ use futures::StreamExt;
 use mistralrs::{
     Constraint, GgufModelBuilder, NormalRequest, Request, RequestMessage, Response, TokenSource, best_device,
 };
-use phosphor_core::Error;
-use phosphor_core::gguf::GgufMetadata;
-use phosphor_core::model::{ChatRequest, ChatStream, StreamEvent};
+use phosphor_base::Error;
+use phosphor_base::gguf::GgufMetadata;
+use phosphor_base::model::{ChatRequest, ChatStream, StreamEvent};
 use tokio::sync::mpsc;
 
 use crate::convert::{self, ChunkReader};
@@ -138,13 +138,13 @@ struct Call {
     max_tokens: u64,
     rx: Option<mpsc::Receiver<Response>>,
     reader: ChunkReader,
-    pending: VecDeque<phosphor_core::Result<StreamEvent>>,
+    pending: VecDeque<phosphor_base::Result<StreamEvent>>,
     done: bool,
 }
 
 impl Call {
     /// The next event; `None` after the finish or an error.
-    async fn next(&mut self) -> Option<phosphor_core::Result<StreamEvent>> {
+    async fn next(&mut self) -> Option<phosphor_base::Result<StreamEvent>> {
         loop {
             if let Some(item) = self.pending.pop_front() {
                 return Some(item);
@@ -189,14 +189,14 @@ impl Call {
         }
     }
 
-    fn fail(&mut self, error: Error) -> Option<phosphor_core::Result<StreamEvent>> {
+    fn fail(&mut self, error: Error) -> Option<phosphor_base::Result<StreamEvent>> {
         self.done = true;
         self.pending.clear();
         Some(Err(error))
     }
 
     /// Hands the request to the engine's thread; its answer arrives on the returned channel.
-    async fn send(&mut self) -> phosphor_core::Result<mpsc::Receiver<Response>> {
+    async fn send(&mut self) -> phosphor_base::Result<mpsc::Receiver<Response>> {
         let request =
             self.request.take().ok_or_else(|| Error::Stream("the request was already sent".into()))?;
         let tools = convert::tools(&request.tools)?;

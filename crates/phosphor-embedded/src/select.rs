@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use phosphor_core::config::Engine;
+use phosphor_base::config::Engine;
 
 use crate::error::{EmbeddedError, Result};
 

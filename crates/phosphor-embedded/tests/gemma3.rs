@@ -1,14 +1,14 @@
 //! A model only llama.cpp runs: Gemma 3 270M (Q4_K_M) from `PHOSPHOR_TEST_GEMMA`
 //! (`cargo xtask fetch-test-model gemma3`). Skipped, saying so, when the variable is unset, and failed instead
-//! under `cargo xtask ci` (see `phosphor_core::testing::test_model`).
+//! under `cargo xtask ci` (see `phosphor_base::testing::test_model`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 
-use phosphor_core::config::{Engine, InferenceConfig};
-use phosphor_core::message::{FinishReason, Message};
-use phosphor_core::model::{ChatModel, ChatRequest};
+use phosphor_base::config::{Engine, InferenceConfig};
+use phosphor_base::message::{FinishReason, Message};
+use phosphor_base::model::{ChatModel, ChatRequest};
 use phosphor_embedded::{EmbeddedError, EngineKind, HubSettings, load_with};
 use pretty_assertions::assert_eq;
 
@@ -16,7 +16,7 @@ use pretty_assertions::assert_eq;
 const GEMMA3_CONTEXT: u64 = 32768;
 
 fn gemma() -> Option<PathBuf> {
-    phosphor_core::testing::test_model("PHOSPHOR_TEST_GEMMA")
+    phosphor_base::testing::test_model("PHOSPHOR_TEST_GEMMA")
 }
 
 fn config(path: PathBuf, engine: Engine) -> InferenceConfig {

@@ -3,7 +3,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-use phosphor_core::config::{Engine, InferenceConfig};
+use phosphor_base::config::{Engine, InferenceConfig};
 use phosphor_embedded::{EmbeddedError, HubSettings, ModelSource, ResolvedModel, default_model, resolve};
 use pretty_assertions::assert_eq;
 
@@ -139,9 +139,9 @@ fn has_gguf(dir: &Path) -> bool {
 }
 
 /// The test model (`cargo xtask fetch-test-model`), when `PHOSPHOR_TEST_MODEL` names it (see
-/// `phosphor_core::testing::test_model`).
+/// `phosphor_base::testing::test_model`).
 fn test_model() -> Option<PathBuf> {
-    phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL")
+    phosphor_base::testing::test_model("PHOSPHOR_TEST_MODEL")
 }
 
 /// Lays out `huggingface_hub`'s cache under `home` with `model` as `repo`'s `file`, linked from a blob.

@@ -1,6 +1,6 @@
 //! The embedded backend on a real model: SmolLM2-135M-Instruct from `PHOSPHOR_TEST_MODEL`
 //! (`cargo xtask fetch-test-model`), on each engine compiled in. Every test is skipped, saying so, when the
-//! variable is unset, and fails instead under `cargo xtask ci` (see `phosphor_core::testing::test_model`).
+//! variable is unset, and fails instead under `cargo xtask ci` (see `phosphor_base::testing::test_model`).
 //!
 //! All tests share one process, so they share one engine per kind (the process-wide cache is part of what is
 //! tested).
@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use phosphor_core::config::{Engine, InferenceConfig};
-use phosphor_core::message::{FinishReason, Message};
-use phosphor_core::model::{ChatModel, ChatRequest, ModelInfo, StreamEvent};
+use phosphor_base::config::{Engine, InferenceConfig};
+use phosphor_base::message::{FinishReason, Message};
+use phosphor_base::model::{ChatModel, ChatRequest, ModelInfo, StreamEvent};
 use phosphor_embedded::{EmbeddedModel, EngineKind, HubSettings, ModelSource, load_with, resolve};
 use pretty_assertions::assert_eq;
 use tracing_subscriber::layer::SubscriberExt;
@@ -25,7 +25,7 @@ const SMOLLM2_CONTEXT: u64 = 8192;
 const MAX_TOKENS: u64 = 48;
 
 fn test_model() -> Option<PathBuf> {
-    phosphor_core::testing::test_model("PHOSPHOR_TEST_MODEL")
+    phosphor_base::testing::test_model("PHOSPHOR_TEST_MODEL")
 }
 
 /// Settings that would fail any network use: offline, in an empty cache.
@@ -65,7 +65,7 @@ macro_rules! per_engine {
             $(
                 #[tokio::test]
                 async fn $test() {
-                    super::$test(phosphor_core::config::Engine::Mistralrs).await;
+                    super::$test(phosphor_base::config::Engine::Mistralrs).await;
                 }
             )*
         }
@@ -73,7 +73,7 @@ macro_rules! per_engine {
             $(
                 #[tokio::test]
                 async fn $test() {
-                    super::$test(phosphor_core::config::Engine::Llamacpp).await;
+                    super::$test(phosphor_base::config::Engine::Llamacpp).await;
                 }
             )*
         }
@@ -225,7 +225,7 @@ async fn a_prompt_longer_than_the_window_is_a_context_overflow(engine: Engine) {
     let long = "lorem ipsum dolor sit amet ".repeat(3000);
     let err = model.complete(request(vec![Message::user(long)])).await.unwrap_err();
     assert!(
-        matches!(err, phosphor_core::Error::ContextOverflow { limit_tokens: Some(SMOLLM2_CONTEXT), .. }),
+        matches!(err, phosphor_base::Error::ContextOverflow { limit_tokens: Some(SMOLLM2_CONTEXT), .. }),
         "{err:?}"
     );
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use phosphor_core::{ApproxCounter, Error, FinishReason, Result, StreamEvent, TokenCounter, ToolCall, Usage};
+use phosphor_base::{ApproxCounter, Error, FinishReason, Result, StreamEvent, TokenCounter, ToolCall, Usage};
 use serde_json::Value;
 
 use crate::error::classify_error;

@@ -1,7 +1,7 @@
-//! What a server says when it fails, turned into [`phosphor_core::Error`]: [`classify_error`].
+//! What a server says when it fails, turned into [`phosphor_base::Error`]: [`classify_error`].
 //!
-//! This crate has no error enum of its own: [`ChatModel`](phosphor_core::ChatModel) streams
-//! [`phosphor_core::Error`], whose variants already say what the caller should do (compact on
+//! This crate has no error enum of its own: [`ChatModel`](phosphor_base::ChatModel) streams
+//! [`phosphor_base::Error`], whose variants already say what the caller should do (compact on
 //! [`Error::ContextOverflow`], wait on [`Error::RateLimited`], fix the key on [`Error::Auth`], ...).
 //! Everything here maps into it.
 
@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
-pub use phosphor_core::error::{Error, Result};
+pub use phosphor_base::error::{Error, Result};
 
 /// The longest excerpt of a body that is not JSON kept in an error message.
 const RAW_EXCERPT_CHARS: usize = 300;

@@ -1,17 +1,17 @@
-//! Remote chat models for Phosphor: [`OpenAiModel`] implements [`phosphor_core::ChatModel`] over
+//! Remote chat models for Phosphor: [`OpenAiModel`] implements [`phosphor_base::ChatModel`] over
 //! any OpenAI-compatible chat-completions endpoint, with async-openai underneath; [`WireModel`]
 //! over Anthropic Messages and OpenAI Responses, with `phosphor-wire`'s bodies and readers.
 //! [`connect`] builds the one a provider's `api` names (`chat`, `anthropic`, `responses`).
 //!
-//! Providers are data ([`ProviderConfig`](phosphor_core::config::ProviderConfig): base URL, the
+//! Providers are data ([`ProviderConfig`](phosphor_base::config::ProviderConfig): base URL, the
 //! environment variable holding the key, extra headers), not one type per vendor.
 //!
 //! - Answers stream: text and reasoning deltas (`reasoning_content` or `reasoning`) as they come,
 //!   tool calls assembled from their fragments and emitted whole at the finish, then the usage
 //!   (the server's, asked for with `stream_options.include_usage`, or our own
-//!   [`ApproxCounter`](phosphor_core::ApproxCounter) count of request and output when it sends
+//!   [`ApproxCounter`](phosphor_base::ApproxCounter) count of request and output when it sends
 //!   none), then the finish reason.
-//! - Failures become [`phosphor_core::Error`]s by [`classify_error`], which knows how each server
+//! - Failures become [`phosphor_base::Error`]s by [`classify_error`], which knows how each server
 //!   words a context overflow; [`RetryPolicy`] retries what may pass (rate limits, 5xx,
 //!   connection errors) before anything was streamed, and never a context overflow: that goes
 //!   to the caller, which compacts.
@@ -28,11 +28,11 @@
 //! pre-request estimate against that window then compacts before anything is cut.
 //!
 //! ```no_run
-//! use phosphor_core::config::{ModelConfig, ProviderConfig};
-//! use phosphor_core::{ChatModel, ChatRequest, Message};
+//! use phosphor_base::config::{ModelConfig, ProviderConfig};
+//! use phosphor_base::{ChatModel, ChatRequest, Message};
 //! use phosphor_llm::OpenAiModel;
 //!
-//! # async fn run() -> phosphor_core::Result<()> {
+//! # async fn run() -> phosphor_base::Result<()> {
 //! let provider = ProviderConfig {
 //!     base_url: "https://api.openai.com/v1".into(),
 //!     api_key_env: Some("OPENAI_API_KEY".into()),

@@ -11,9 +11,9 @@ use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use futures::{Stream, StreamExt};
-use phosphor_core::config::{ModelConfig, ProviderConfig};
-use phosphor_core::model::error_stream;
-use phosphor_core::{
+use phosphor_base::config::{ModelConfig, ProviderConfig};
+use phosphor_base::model::error_stream;
+use phosphor_base::{
     ApproxCounter, ChatModel, ChatRequest, ChatStream, ModelInfo, StreamEvent, TokenCounter,
 };
 use serde_json::{Value, json};
@@ -333,7 +333,7 @@ impl Inner {
 /// feature, always the approximation.
 pub fn counter_for(model_id: &str) -> Arc<dyn TokenCounter> {
     #[cfg(feature = "tiktoken")]
-    if let Some(counter) = phosphor_core::exact::TiktokenCounter::for_model(model_id) {
+    if let Some(counter) = phosphor_base::exact::TiktokenCounter::for_model(model_id) {
         return Arc::new(counter);
     }
     #[cfg(not(feature = "tiktoken"))]

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use phosphor_core::config::{Api, ModelConfig, ProviderConfig};
-use phosphor_core::model::error_stream;
-use phosphor_core::{
+use phosphor_base::config::{Api, ModelConfig, ProviderConfig};
+use phosphor_base::model::error_stream;
+use phosphor_base::{
     ApproxCounter, ChatModel, ChatRequest, ChatStream, ModelInfo, StreamEvent, TokenCounter,
 };
 use phosphor_wire::sse::Decoder;

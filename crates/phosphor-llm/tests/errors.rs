@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{model, request, run};
-use phosphor_core::{Error, StreamEvent};
+use phosphor_base::{Error, StreamEvent};
 use phosphor_llm::{RetryPolicy, classify_error};
 use phosphor_testkit::{ERROR_FIXTURES, MockResponse, MockServer, SseBuilder, error_fixture};
 use pretty_assertions::assert_eq;

@@ -7,14 +7,14 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{model, request, run};
-use phosphor_core::{Error, FinishReason, StreamEvent};
+use phosphor_base::{Error, FinishReason, StreamEvent};
 use phosphor_testkit::{MockResponse, MockServer, error_fixture, sse_text};
 use pretty_assertions::assert_eq;
 
 fn ok_events() -> Vec<StreamEvent> {
     vec![
         StreamEvent::TextDelta { text: "fine".into() },
-        StreamEvent::Usage(phosphor_core::Usage { input_tokens: 5, output_tokens: 1, ..Default::default() }),
+        StreamEvent::Usage(phosphor_base::Usage { input_tokens: 5, output_tokens: 1, ..Default::default() }),
         StreamEvent::Finish { reason: FinishReason::Stop },
     ]
 }

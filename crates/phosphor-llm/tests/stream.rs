@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{SECRET_KEY, model, model_config, provider, request, run};
 use futures::StreamExt;
-use phosphor_core::{
+use phosphor_base::{
     ApproxCounter, ChatModel, ChatRequest, Error, FinishReason, StreamEvent, TokenCounter, ToolCall,
     ToolSpec, Usage,
 };

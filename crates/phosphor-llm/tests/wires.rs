@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use common::{SECRET_KEY, fast_retry, model_config, provider, request};
 use futures::StreamExt;
-use phosphor_core::config::{Api, ProviderConfig};
-use phosphor_core::{
+use phosphor_base::config::{Api, ProviderConfig};
+use phosphor_base::{
     ChatModel, ChatRequest, Error, FinishReason, Message, Part, Role, StreamEvent, ToolCall, Usage,
 };
 use phosphor_llm::{WireModel, connect};

@@ -15,7 +15,7 @@ pub enum Error {
     /// name (the `profile` setting or the command-line flag) to one the message allows.
     #[error(
         "invalid profile name {name:?}: {reason}; a profile name is {rule}",
-        rule = phosphor_core::config::profile_name_rule()
+        rule = phosphor_base::config::profile_name_rule()
     )]
     InvalidProfileName {
         /// The name as given.

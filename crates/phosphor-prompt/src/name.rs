@@ -1,8 +1,8 @@
 //! Profile name validation: a name is a single folder name, so it can never lead outside the profile folders.
-//! The rule itself is `phosphor-core`'s ([`check_profile_name`]), shared with configuration loading.
+//! The rule itself is `phosphor-base`'s ([`check_profile_name`]), shared with configuration loading.
 
-pub use phosphor_core::config::MAX_PROFILE_NAME_LEN;
-use phosphor_core::config::check_profile_name;
+pub use phosphor_base::config::MAX_PROFILE_NAME_LEN;
+use phosphor_base::config::check_profile_name;
 
 use crate::error::{Error, Result};
 

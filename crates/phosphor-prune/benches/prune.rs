@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use phosphor_core::message::Message;
-use phosphor_core::tokens::{ApproxCounter, TokenCounter};
+use phosphor_base::message::Message;
+use phosphor_base::tokens::{ApproxCounter, TokenCounter};
 use phosphor_prune::synthetic::{transcript, transcript_bytes};
 use phosphor_prune::{check_tool_pairing, keep_recent_split, prune, prune_arguments, repair_tool_pairing};
 

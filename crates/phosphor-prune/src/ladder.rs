@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use phosphor_core::message::{Message, Part, Role, ToolResult};
+use phosphor_base::message::{Message, Part, Role, ToolResult};
 
 use crate::turns::turn_starts;
 use crate::{clone_result_meta, with_parts};

@@ -6,13 +6,13 @@
 //! [`Cow`]s, so an unchanged message is the caller's own `&Message`.
 //!
 //! ```
-//! use phosphor_core::{ApproxCounter, Message, Part, ToolCall};
+//! use phosphor_base::{ApproxCounter, Message, Part, ToolCall};
 //! use phosphor_prune::{TRUNCATION_MARKER, check_tool_pairing, prune};
 //!
 //! let call = ToolCall { id: "c1".into(), name: "bash".into(), arguments: r#"{"cmd":"make"}"#.into() };
 //! let history = vec![
 //!     Message::user("build it"),
-//!     Message::new(phosphor_core::Role::Assistant, vec![Part::ToolCall(call)]),
+//!     Message::new(phosphor_base::Role::Assistant, vec![Part::ToolCall(call)]),
 //!     Message::tool_result("c1", "bash", "x".repeat(10_000), false),
 //! ];
 //! let pruned = prune(&history, 200, &ApproxCounter);
@@ -31,8 +31,8 @@
 
 use std::borrow::Cow;
 
-use phosphor_core::message::{Message, Part, ToolCall, ToolResult};
-use phosphor_core::tokens::TokenCounter;
+use phosphor_base::message::{Message, Part, ToolCall, ToolResult};
+use phosphor_base::tokens::TokenCounter;
 
 mod arguments;
 mod ladder;
@@ -286,8 +286,8 @@ pub(crate) fn with_parts(message: &Message, parts: Vec<Part>) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::message::Role;
-    use phosphor_core::tokens::ApproxCounter;
+    use phosphor_base::message::Role;
+    use phosphor_base::tokens::ApproxCounter;
     use pretty_assertions::assert_eq;
 
     /// `expected` is `None` when the text must come back borrowed and unchanged.

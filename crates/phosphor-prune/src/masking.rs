@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use phosphor_core::message::{Message, Part, ToolCall, ToolResult};
+use phosphor_base::message::{Message, Part, ToolCall, ToolResult};
 use serde_json::Value;
 
 use crate::{clone_result_meta, is_identifying_key, prune_arguments, with_parts};
@@ -142,7 +142,7 @@ pub fn masked_argument_share(message: &Message) -> f64 {
 mod tests {
     use super::*;
     use crate::check_tool_pairing;
-    use phosphor_core::message::{Role, ToolCall};
+    use phosphor_base::message::{Role, ToolCall};
 
     fn history() -> Vec<Message> {
         let call = |id: &str, args: &str| ToolCall {

@@ -4,7 +4,7 @@
 use std::borrow::{Borrow, Cow};
 use std::collections::HashMap;
 
-use phosphor_core::message::{Message, Part, Role, ToolCall};
+use phosphor_base::message::{Message, Part, Role, ToolCall};
 
 use crate::with_parts;
 

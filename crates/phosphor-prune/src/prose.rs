@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use phosphor_core::message::{Message, Part, Role};
+use phosphor_base::message::{Message, Part, Role};
 
 use crate::{truncate_chars, with_parts};
 
@@ -118,7 +118,7 @@ fn cut_middle(text: &str, max_chars: usize) -> Option<String> {
 mod tests {
     use super::*;
     use crate::{TRUNCATION_MARKER, check_tool_pairing};
-    use phosphor_core::message::ToolCall;
+    use phosphor_base::message::ToolCall;
     use proptest::prelude::*;
 
     fn history(answer: &str) -> Vec<Message> {

@@ -7,7 +7,7 @@
 //! build and test logs, grep hits and directory listings, from a hundred bytes to 64 KiB, and about
 //! one line in eight carries non-ASCII text (accents, CJK, emoji). The pairing rule holds.
 
-use phosphor_core::message::{Message, Part, Role, ToolCall};
+use phosphor_base::message::{Message, Part, Role, ToolCall};
 
 /// A xorshift64* generator: tiny, seeded, and the same sequence on every platform.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@
 
 use std::borrow::Borrow;
 
-use phosphor_core::message::{Message, Part, Role, ToolCall, ToolResult};
+use phosphor_base::message::{Message, Part, Role, ToolCall, ToolResult};
 
 use crate::pairing::INTERRUPTED_RESULT;
 

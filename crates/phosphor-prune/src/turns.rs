@@ -3,8 +3,8 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 
-use phosphor_core::message::{Message, Role};
-use phosphor_core::tokens::TokenCounter;
+use phosphor_base::message::{Message, Role};
+use phosphor_base::tokens::TokenCounter;
 
 /// The indices of the user messages that start a turn, ascending.
 ///
@@ -82,7 +82,7 @@ pub fn keep_recent_split_by<M: Borrow<Message>>(
 mod tests {
     use super::*;
     use crate::test_dsl::parse;
-    use phosphor_core::tokens::ApproxCounter;
+    use phosphor_base::tokens::ApproxCounter;
     use pretty_assertions::assert_eq;
 
     fn check_starts(input: &str, expected: &[usize]) {

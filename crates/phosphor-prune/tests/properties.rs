@@ -2,8 +2,8 @@
 
 use std::borrow::Cow;
 
-use phosphor_core::message::{Message, Part, Role, ToolCall, ToolResult};
-use phosphor_core::tokens::{ApproxCounter, TokenCounter};
+use phosphor_base::message::{Message, Part, Role, ToolCall, ToolResult};
+use phosphor_base::tokens::{ApproxCounter, TokenCounter};
 use phosphor_prune::{
     EDIT_TEXT_PAIRS, IDENTIFYING_MAX_CHARS, INTERRUPTED_RESULT, OMITTED_OUTPUT, TRUNCATION_MARKER,
     check_tool_pairing, drop_oldest_turns, is_identifying_key, keep_recent_split, omit_oldest_tool_outputs,

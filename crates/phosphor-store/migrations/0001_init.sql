@@ -28,7 +28,7 @@ CREATE TABLE messages (
     id         TEXT    NOT NULL UNIQUE CHECK (id <> ''),
     session_id TEXT    NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
     role       TEXT    NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
-    -- JSON array of phosphor_core::message::Part (serde's externally visible form).
+    -- JSON array of phosphor_base::message::Part (serde's externally visible form).
     parts      TEXT    NOT NULL CHECK (json_valid(parts) AND json_type(parts) = 'array'),
     is_summary INTEGER NOT NULL DEFAULT 0 CHECK (is_summary IN (0, 1)),
     -- For a summary: the last message it replaces. History resumes after that message.
@@ -38,7 +38,7 @@ CREATE TABLE messages (
                        CHECK (status IN ('complete', 'streaming', 'failed', 'cancelled')),
     name       TEXT    NULL,
     model      TEXT    NULL,
-    -- JSON object of phosphor_core::message::Usage, or NULL.
+    -- JSON object of phosphor_base::message::Usage, or NULL.
     usage      TEXT    NULL CHECK (usage IS NULL OR json_valid(usage)),
     created_at INTEGER NOT NULL, -- Unix milliseconds
     updated_at INTEGER NOT NULL  -- Unix milliseconds

@@ -5,7 +5,7 @@
 //! database, both through `sqlx`.
 //!
 //! ```
-//! use phosphor_core::message::{Message, MessageStatus, Session};
+//! use phosphor_base::message::{Message, MessageStatus, Session};
 //! use phosphor_store::{SessionStore, SqliteStore};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -67,7 +67,7 @@ mod rules;
 mod sqlite;
 
 use async_trait::async_trait;
-use phosphor_core::message::{Message, Session};
+use phosphor_base::message::{Message, Session};
 
 pub use error::{DriverError, Result, StoreError};
 pub use lease::Lease;
@@ -117,7 +117,7 @@ pub trait SessionStore: Send + Sync {
     /// The rule: `session_id`, `role`, `is_summary`, `summarized_until`, `pinned_message`, `name`
     /// and `created_at` never change.
     /// `parts`, `status` and `model` change only while the *stored* status is not
-    /// [`Complete`](phosphor_core::message::MessageStatus::Complete) (a summary streaming, or
+    /// [`Complete`](phosphor_base::message::MessageStatus::Complete) (a summary streaming, or
     /// one marked failed or cancelled). `usage` and `updated_at` may always change. Anything
     /// else is [`StoreError::Immutable`] naming the first field that differs, and nothing is
     /// written. An unknown id is [`StoreError::NotFound`].
@@ -131,7 +131,7 @@ pub trait SessionStore: Send + Sync {
     async fn messages(&self, session_id: &str) -> Result<Vec<Message>>;
 
     /// The messages a model is shown, by the rule of
-    /// [`history_view`](phosphor_core::message::history_view): the session's summary first
+    /// [`history_view`](phosphor_base::message::history_view): the session's summary first
     /// (when it has one), then its `pinned_message` (the user message that opened the turn a
     /// summary was written in, when its rounds were folded), then every complete, non-summary
     /// message stored after the summary's `summarized_until` message, in order; without a summary, every complete, non-summary

@@ -6,7 +6,7 @@
 //! writer lock with `BEGIN IMMEDIATE`.
 
 use async_trait::async_trait;
-use phosphor_core::message::{Message, Session};
+use phosphor_base::message::{Message, Session};
 use sqlx::migrate::Migrator;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, Postgres};

@@ -4,7 +4,7 @@
 //!
 //! [`SessionStore`]: crate::SessionStore
 
-use phosphor_core::message::{Message, MessageStatus, Part, Role, Session, Usage};
+use phosphor_base::message::{Message, MessageStatus, Part, Role, Session, Usage};
 use std::borrow::Cow;
 
 use sqlx::migrate::{Migration, MigrationType};

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use phosphor_core::message::{Message, Session};
+use phosphor_base::message::{Message, Session};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteExecutor, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
@@ -55,7 +55,7 @@ macro_rules! session_columns {
 const MESSAGES_SQL: &str =
     concat!("SELECT ", message_columns!(), " FROM messages WHERE session_id = ?1 ORDER BY seq");
 
-/// The history of session `?1` (the rule of `phosphor_core::message::history_view`): the
+/// The history of session `?1` (the rule of `phosphor_base::message::history_view`): the
 /// session's summary when it points at a complete summary of its own, then the summary's
 /// `pinned_message` when it is a complete, non-summary message of the session, then every
 /// complete, non-summary message stored after the summary's `summarized_until` message (after

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use anyhow::Context;
-use phosphor_core::message::{
+use phosphor_base::message::{
     FinishReason, Message, MessageStatus, Part, Role, Session, ToolCall, ToolResult, Usage, history_view,
 };
 use phosphor_store::{Head, SessionStore, SqliteStore, StoreError};
@@ -78,7 +78,7 @@ macro_rules! conformance {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    let Some(url) = phosphor_core::testing::test_url(super::POSTGRES) else { return };
+                    let Some(url) = phosphor_base::testing::test_url(super::POSTGRES) else { return };
                     super::$name(&super::Backend::Postgres(url)).await;
                 }
             )*
@@ -334,7 +334,7 @@ async fn sessions_round_trip(backend: &Backend) {
     ));
 }
 
-/// Checks `history` against the expected ids and against the reference rule in phosphor-core.
+/// Checks `history` against the expected ids and against the reference rule in phosphor-base.
 async fn check_history(store: &Store, session_id: &str, expected: &[&str]) -> anyhow::Result<()> {
     let history = store.history(session_id).await?;
     assert_eq!(ids(&history), expected);

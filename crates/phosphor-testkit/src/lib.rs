@@ -5,7 +5,7 @@
 //! - [`SseBuilder`] and [`sse_text`], [`sse_tool_calls`], [`sse_reasoning_then_text`]: chunk
 //!   streams shaped like OpenAI's (and DeepSeek's, for reasoning).
 //! - [`ERROR_FIXTURES`]: the error bodies real servers send, for classification tests.
-//! - [`ScriptedModel`]: an in-process [`phosphor_core::ChatModel`] that replays event scripts.
+//! - [`ScriptedModel`]: an in-process [`phosphor_base::ChatModel`] that replays event scripts.
 //!
 //! ```
 //! use phosphor_testkit::{sse_text, MockServer};

@@ -5,11 +5,11 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
-use phosphor_core::model::error_stream;
-use phosphor_core::{
+use phosphor_base::model::error_stream;
+use phosphor_base::{
     ChatModel, ChatRequest, ChatStream, Error, FinishReason, ModelInfo, Result, StreamEvent,
 };
-use phosphor_core::{ToolCall, Usage};
+use phosphor_base::{ToolCall, Usage};
 
 /// One scripted answer: the events (or errors) its stream yields, in order.
 pub type Script = Vec<Result<StreamEvent>>;
@@ -28,7 +28,7 @@ struct State {
 /// with [`Error::BadRequest`], as OpenAI rejects one, so no test passes with an unpaired request.
 ///
 /// ```
-/// use phosphor_core::{ChatModel, ChatRequest, Message};
+/// use phosphor_base::{ChatModel, ChatRequest, Message};
 /// use phosphor_testkit::{text_turn, ScriptedModel};
 ///
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {

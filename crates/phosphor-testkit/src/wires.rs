@@ -2,8 +2,8 @@
 //! writers produce, the same bytes Claude Code, Codex CLI and the Anthropic and OpenAI SDKs read
 //! from `phosphor serve` in its tests.
 
-use phosphor_core::config::Api;
-use phosphor_core::{FinishReason, Message, Part, Role, ToolCall, Usage};
+use phosphor_base::config::Api;
+use phosphor_base::{FinishReason, Message, Part, Role, ToolCall, Usage};
 use phosphor_wire::{Answer, Delta, Meta, Writer, anthropic, chat, responses};
 
 use crate::server::MockResponse;

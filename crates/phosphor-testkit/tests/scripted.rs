@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use phosphor_core::{
+use phosphor_base::{
     ChatModel, ChatRequest, Completion, Error, FinishReason, Message, StreamEvent, ToolCall, Usage,
 };
 use phosphor_testkit::{ScriptedModel, text_turn, tool_calls_turn};

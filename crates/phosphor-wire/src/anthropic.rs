@@ -24,7 +24,7 @@ pub mod upstream;
 
 use std::collections::HashMap;
 
-use phosphor_core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
+use phosphor_base::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
 use serde_json::{Map, Value, json};
 
 use crate::inbound::{
@@ -507,7 +507,7 @@ impl Writer for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::{FinishReason, Usage};
+    use phosphor_base::{FinishReason, Usage};
     use pretty_assertions::assert_eq;
 
     fn read(body: Value) -> Result<Inbound, WireError> {

@@ -5,7 +5,7 @@
 //! transcript file (a JSON array of messages, an object with a `messages` array, or JSON lines).
 //!
 //! ```
-//! use phosphor_core::message::{Message, Part, Role, ToolCall};
+//! use phosphor_base::message::{Message, Part, Role, ToolCall};
 //! use phosphor_wire::chat::{from_openai, to_openai};
 //! use serde_json::json;
 //!
@@ -78,7 +78,7 @@ use std::fmt;
 
 use serde_json::{Map, Value, json};
 
-use phosphor_core::message::{Message, Part, Role, ToolCall, ToolResult};
+use phosphor_base::message::{Message, Part, Role, ToolCall, ToolResult};
 
 /// Where in a transcript a problem is.
 #[derive(Debug, Clone, PartialEq, Eq)]

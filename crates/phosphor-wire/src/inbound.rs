@@ -1,6 +1,6 @@
 //! What every front reads a request into, and what every answer is written from.
 
-use phosphor_core::{FinishReason, Message, ToolCall, ToolSpec, Usage};
+use phosphor_base::{FinishReason, Message, ToolCall, ToolSpec, Usage};
 use serde_json::Value;
 
 /// A client's request, read from any of the formats: what the proxy needs of it, checked.

@@ -1,7 +1,7 @@
 //! The wire formats of the LLM APIs Phosphor speaks, on both sides: what an upstream provider is sent
 //! and answers (`phosphor-llm`), and what a client of `phosphor serve` sends and is answered.
 //!
-//! Each format reads into and writes from [`phosphor_core::Message`], so that compaction, storage and
+//! Each format reads into and writes from [`phosphor_base::Message`], so that compaction, storage and
 //! the agent never see a provider's JSON:
 //!
 //! - [`chat`]: OpenAI chat completions, also the common format of agent transcripts;
@@ -13,7 +13,7 @@
 //! produces ([`anthropic::Stream`], [`responses::Stream`], [`chat::Stream`]).
 //! Upstream, [`anthropic::upstream`] and [`responses::upstream`] write the body `phosphor-llm`
 //! sends and read the streamed answer ([`sse::Decoder`], then an [`upstream::Reader`]) into
-//! `phosphor_core::StreamEvent`s.
+//! `phosphor_base::StreamEvent`s.
 //! Errors read by a front are [`WireError`]s: what was wrong and where, in words a client can act
 //! on, and written in each API's own error shape.
 

@@ -23,7 +23,7 @@ pub mod upstream;
 
 use std::collections::HashMap;
 
-use phosphor_core::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
+use phosphor_base::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::inbound::{
@@ -494,7 +494,7 @@ impl Writer for Stream {
 mod tests {
     use super::*;
     use crate::FailureKind;
-    use phosphor_core::{FinishReason, Usage};
+    use phosphor_base::{FinishReason, Usage};
     use pretty_assertions::assert_eq;
 
     fn read(body: Value) -> Result<Inbound, WireError> {

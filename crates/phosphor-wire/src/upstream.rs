@@ -5,7 +5,7 @@
 //! Anthropic and Responses readers are [`crate::anthropic::upstream::Reader`] and
 //! [`crate::responses::upstream::Reader`], each beside its wire's request body.
 
-use phosphor_core::{ApproxCounter, FinishReason, StreamEvent, TokenCounter, Usage};
+use phosphor_base::{ApproxCounter, FinishReason, StreamEvent, TokenCounter, Usage};
 
 use crate::sse::Event;
 

@@ -16,7 +16,7 @@
 //!
 //! A history holds many sessions (`# aider chat started at ...`); each becomes its own transcript.
 
-use phosphor_core::{Message, Part, Role, ToolCall};
+use phosphor_base::{Message, Part, Role, ToolCall};
 
 /// The answer of a turn whose recorded answer is empty.
 pub const NO_ANSWER: &str = "(no answer was recorded)";

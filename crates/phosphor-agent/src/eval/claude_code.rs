@@ -23,7 +23,7 @@
 
 use std::collections::HashSet;
 
-use phosphor_core::{Message, Part, Role, ToolCall, ToolResult};
+use phosphor_base::{Message, Part, Role, ToolCall, ToolResult};
 use serde_json::Value;
 
 /// The text of an image block in a tool result (the image itself is not kept).

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use phosphor_core::{ChatModel, ChatRequest, Message};
+use phosphor_base::{ChatModel, ChatRequest, Message};
 
 use super::Probe;
 use crate::error::{AgentError, Result};

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use phosphor_core::{ChatModel, ChatRequest, ChatStream, Message, ModelInfo, Role, TokenCounter};
+use phosphor_base::{ChatModel, ChatRequest, ChatStream, Message, ModelInfo, Role, TokenCounter};
 use phosphor_store::{SessionStore, SqliteStore};
 
 use crate::agent::SessionAgent;

@@ -21,7 +21,7 @@
 
 use std::collections::HashSet;
 
-use phosphor_core::{Message, Part, Role};
+use phosphor_base::{Message, Part, Role};
 
 use crate::state::SessionState;
 
@@ -428,7 +428,7 @@ fn continuation(messages: &[Message]) -> Vec<Probe> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::ToolCall;
+    use phosphor_base::ToolCall;
     use pretty_assertions::assert_eq;
 
     fn call(id: &str, name: &str, arguments: serde_json::Value) -> Message {

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use phosphor_agent::{Tool, ToolOutput};
-use phosphor_core::ToolSpec;
+use phosphor_base::ToolSpec;
 
 /// A `read_file` tool whose output is `line` repeated `times` times after a header naming the
 /// path, so that pruning has something to cut.

@@ -291,7 +291,7 @@ fn stream_response(
 /// `context_length_exceeded`, Anthropic's `prompt is too long`), upstream errors keep their status
 /// where they had one (502 otherwise), and the proxy's own failures are 500.
 fn agent_failure(err: AgentError) -> Failure {
-    use phosphor_core::Error as Model;
+    use phosphor_base::Error as Model;
     let message = err.to_string();
     let too_long = |tokens, window| FailureKind::ContextTooLong { tokens, window };
     match &err {

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use phosphor_core::config::{ModelConfig, ProviderConfig};
-use phosphor_core::{ChatModel, ChatRequest, Error, Message, StreamEvent};
+use phosphor_base::config::{ModelConfig, ProviderConfig};
+use phosphor_base::{ChatModel, ChatRequest, Error, Message, StreamEvent};
 use phosphor_llm::{OpenAiModel, RetryPolicy};
 use phosphor_testkit::MockServer;
 

@@ -18,7 +18,7 @@
 //! what is new, so each request reads the cache the one before wrote; after a compaction the
 //! head changed and the first request writes it again.
 
-use phosphor_core::{ChatRequest, FinishReason, Message, Part, Role, StreamEvent, ToolCall, Usage};
+use phosphor_base::{ChatRequest, FinishReason, Message, Part, Role, StreamEvent, ToolCall, Usage};
 use serde_json::{Map, Value, json};
 
 use crate::inbound::arguments_value;
@@ -384,7 +384,7 @@ mod tests {
     use super::*;
     use crate::sse::Decoder;
     use crate::upstream::Reader as _;
-    use phosphor_core::{ToolResult, ToolSpec};
+    use phosphor_base::{ToolResult, ToolSpec};
     use pretty_assertions::assert_eq;
 
     fn read(stream: &str) -> Result<Vec<StreamEvent>, ReadError> {

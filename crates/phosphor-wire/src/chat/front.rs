@@ -1,7 +1,7 @@
 //! The chat-completions front of `phosphor serve`: `POST /v1/chat/completions` read into an
 //! [`Inbound`], and answered as a `chat.completion` or a stream of `chat.completion.chunk`s.
 
-use phosphor_core::{FinishReason, Message, Role, ToolSpec, Usage};
+use phosphor_base::{FinishReason, Message, Role, ToolSpec, Usage};
 use serde_json::{Map, Value, json};
 
 use crate::inbound::{
@@ -135,7 +135,7 @@ fn usage(usage: &Usage) -> Value {
     value
 }
 
-fn call_value(call: &phosphor_core::ToolCall) -> Value {
+fn call_value(call: &phosphor_base::ToolCall) -> Value {
     json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
 }
 
@@ -154,7 +154,7 @@ pub fn whole(meta: &Meta, answer: &Answer<'_>) -> Value {
         .parts
         .iter()
         .filter_map(|part| match part {
-            phosphor_core::Part::Reasoning { text } => Some(text.as_str()),
+            phosphor_base::Part::Reasoning { text } => Some(text.as_str()),
             _ => None,
         })
         .collect();
@@ -250,7 +250,7 @@ impl Writer for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phosphor_core::{Part, ToolCall};
+    use phosphor_base::{Part, ToolCall};
     use pretty_assertions::assert_eq;
 
     fn error(body: &str) -> String {

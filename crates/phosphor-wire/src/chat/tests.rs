@@ -1,6 +1,6 @@
 //! Tests of the chat-completions transcript reader and writer.
 use super::*;
-use phosphor_core::message::{FinishReason, MessageStatus, Usage};
+use phosphor_base::message::{FinishReason, MessageStatus, Usage};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use proptest::sample::Index;

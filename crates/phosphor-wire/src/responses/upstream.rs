@@ -17,7 +17,7 @@
 //! `prompt_cache_key` is the request's conversation (the stored session): OpenAI routes requests
 //! with one key to one cache.
 
-use phosphor_core::{ChatRequest, FinishReason, Message, Part, Role, StreamEvent, ToolCall, Usage};
+use phosphor_base::{ChatRequest, FinishReason, Message, Part, Role, StreamEvent, ToolCall, Usage};
 use serde_json::{Value, json};
 
 use crate::sse::Event;
@@ -210,7 +210,7 @@ mod tests {
     use super::*;
     use crate::sse::Decoder;
     use crate::upstream::Reader as _;
-    use phosphor_core::{ToolResult, ToolSpec};
+    use phosphor_base::{ToolResult, ToolSpec};
     use pretty_assertions::assert_eq;
 
     fn read(stream: &str) -> Result<Vec<StreamEvent>, ReadError> {

@@ -4,8 +4,8 @@
 //! no runtime; its one filesystem access is reading configuration files in [`config::load`].
 //!
 //! ```
-//! use phosphor_core::message::Message;
-//! use phosphor_core::tokens::{ApproxCounter, TokenCounter, TokenLedger};
+//! use phosphor_base::message::Message;
+//! use phosphor_base::tokens::{ApproxCounter, TokenCounter, TokenLedger};
 //!
 //! let history = vec![Message::user("Fix the failing test in src/lib.rs"), Message::assistant("On it.")];
 //! let ledger = TokenLedger::from_messages(&ApproxCounter, &history);

@@ -13,8 +13,8 @@
 //!
 //! ```
 //! # #[cfg(feature = "tiktoken")] {
-//! use phosphor_core::exact::TiktokenCounter;
-//! use phosphor_core::tokens::TokenCounter;
+//! use phosphor_base::exact::TiktokenCounter;
+//! use phosphor_base::tokens::TokenCounter;
 //!
 //! let counter = TiktokenCounter::for_model("gpt-4o-mini").unwrap();
 //! assert_eq!((counter.name(), counter.count_text("hello world")), ("o200k_base", 2));

@@ -5,9 +5,9 @@
 #![allow(clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use phosphor_core::exact::{HfCounter, TiktokenCounter};
-use phosphor_core::gguf::GgufMetadata;
-use phosphor_core::{ApproxCounter, TokenCounter};
+use phosphor_base::exact::{HfCounter, TiktokenCounter};
+use phosphor_base::gguf::GgufMetadata;
+use phosphor_base::{ApproxCounter, TokenCounter};
 
 /// About 1 MB of transcript-like text, deterministic.
 fn corpus() -> String {

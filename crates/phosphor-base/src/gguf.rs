@@ -7,7 +7,7 @@
 //! metadata costs a few megabytes of I/O (mostly the tokenizer's vocabulary).
 //!
 //! ```
-//! use phosphor_core::gguf::{GgufError, GgufMetadata};
+//! use phosphor_base::gguf::{GgufError, GgufMetadata};
 //!
 //! let err = GgufMetadata::read(&b"GGML\x03\x00\x00\x00"[..]).unwrap_err();
 //! assert!(matches!(err, GgufError::BadMagic { .. }));

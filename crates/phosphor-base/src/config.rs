@@ -9,7 +9,7 @@
 //! - [`json_schema`] is the JSON Schema of the file, checked in at `schema/phosphor.schema.json`.
 //!
 //! ```
-//! use phosphor_core::config::{parse_str, SummarizeModel};
+//! use phosphor_base::config::{parse_str, SummarizeModel};
 //! use std::path::Path;
 //!
 //! let (config, warnings) =
@@ -17,7 +17,7 @@
 //! assert_eq!(config.options.summarize_model, SummarizeModel::Small);
 //! assert_eq!(config.options.summarize_threshold, 0.8);
 //! assert!(warnings.is_empty());
-//! # Ok::<(), phosphor_core::config::ConfigError>(())
+//! # Ok::<(), phosphor_base::config::ConfigError>(())
 //! ```
 
 use std::collections::BTreeMap;
@@ -1631,7 +1631,7 @@ mod tests {
         assert!(
             checked_in == generated,
             "{path} is stale or missing; regenerate it with\n  \
-             PHOSPHOR_UPDATE_SCHEMA=1 cargo test -p phosphor-core config::tests::the_checked_in_schema_is_current"
+             PHOSPHOR_UPDATE_SCHEMA=1 cargo test -p phosphor-base config::tests::the_checked_in_schema_is_current"
         );
     }
 
