@@ -183,9 +183,10 @@ const BUILT_FROM_PACKAGE: &[&str] = &[
     "phosphor-llm",
 ];
 
-/// The features CI builds with: the defaults plus llama.cpp's Vulkan backend, so that it really compiles. The same
+/// The features CI builds with: the defaults plus llama.cpp's Vulkan backend, so that it really compiles, and the
+/// mistral.rs engine the `phosphor` binary leaves out by default. The same
 /// set for clippy, tests and docs, so that nothing is built twice.
-const CI_FEATURES: &[&str] = &["--features", "phosphor-embedded/vulkan"];
+const CI_FEATURES: &[&str] = &["--features", "phosphor-embedded/vulkan,phosphor-cli/mistralrs"];
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
