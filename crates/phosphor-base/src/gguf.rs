@@ -354,8 +354,9 @@ pub struct GgufMetadata {
     pub tensor_count: u64,
     /// Every metadata key and its value.
     pub kv: BTreeMap<String, GgufValue>,
-    /// The model's parameter count (the elements of every tensor), when the tensor descriptions
-    /// were read ([`GgufMetadata::read_with_parameters`]).
+    /// The model's parameter count (the elements of every tensor; an output table of the token
+    /// embedding's shape counts once), when the tensor descriptions were read
+    /// ([`GgufMetadata::read_with_parameters`]).
     pub parameters: Option<u64>,
 }
 
@@ -374,6 +375,14 @@ impl GgufMetadata {
         let mut r = Reader { inner: reader, offset: 0 };
         let mut metadata = read_metadata(&mut r)?;
         let mut parameters: u64 = 0;
+        // Models whose output table is their token embedding (tied, as in Qwen2.5 0.5B and SmolLM2)
+        // are counted with it once by their authors, but some GGUF conversions store it twice:
+        // Qwen2.5-Coder-0.5B-Instruct's Q4_K_M file has `output.weight` beside `token_embd.weight`,
+        // which would make its 494 million parameters 630. A separate output table of the same shape
+        // counts once, so a model's size does not depend on how its file was converted (an untied
+        // model of that shape is counted a little small; only the small-model rule reads the count).
+        let mut embedding: Option<Vec<u64>> = None;
+        let mut output: Option<(Vec<u64>, u64)> = None;
         for index in 0..metadata.tensor_count {
             let name = r.string(MAX_KEY_BYTES, &|| format!("the name of tensor #{index}"))?;
             let ctx = || format!("tensor `{name}`");
@@ -387,13 +396,24 @@ impl GgufMetadata {
                     max: MAX_TENSOR_DIMS,
                 });
             }
-            let mut elements: u64 = 1;
+            let mut shape = Vec::with_capacity(dims as usize);
             for _ in 0..dims {
-                elements = elements.saturating_mul(r.u64(&ctx)?);
+                shape.push(r.u64(&ctx)?);
             }
+            let elements = shape.iter().fold(1u64, |n, d| n.saturating_mul(*d));
             let _type = r.u32(&ctx)?;
             let _data_offset = r.u64(&ctx)?;
             parameters = parameters.saturating_add(elements);
+            match name.as_str() {
+                "token_embd.weight" => embedding = Some(shape),
+                "output.weight" => output = Some((shape, elements)),
+                _ => {}
+            }
+        }
+        if let (Some(embedding), Some((shape, elements))) = (embedding, output)
+            && embedding == shape
+        {
+            parameters = parameters.saturating_sub(elements);
         }
         metadata.parameters = Some(parameters);
         Ok(metadata)
@@ -752,6 +772,20 @@ pub(crate) mod tests {
         assert_eq!(meta.parameters, Some(576 * 49152 + 576 + 1));
         assert_eq!(GgufMetadata::read(&bytes[..]).unwrap().parameters, None);
 
+        // A second copy of the embedding table (a tied output stored again) counts once; an output
+        // table of another shape counts in full.
+        let mut tied = encode(3, 2, &[]);
+        tied.extend(tensor("token_embd.weight", &[896, 151936]));
+        tied.extend(tensor("output.weight", &[896, 151936]));
+        assert_eq!(GgufMetadata::read_with_parameters(&tied[..]).unwrap().parameters, Some(896 * 151936));
+        let mut untied = encode(3, 2, &[]);
+        untied.extend(tensor("output.weight", &[896, 1000]));
+        untied.extend(tensor("token_embd.weight", &[896, 151936]));
+        assert_eq!(
+            GgufMetadata::read_with_parameters(&untied[..]).unwrap().parameters,
+            Some(896 * 151936 + 896 * 1000)
+        );
+
         let cut = bytes.len() - 5;
         let err = GgufMetadata::read_with_parameters(&bytes[..cut]).unwrap_err();
         assert_eq!(
@@ -914,5 +948,16 @@ pub(crate) mod tests {
         let with = GgufMetadata::read_with_parameters(io::BufReader::new(file)).unwrap();
         assert_eq!(with.parameters, Some(134_515_008));
         assert_eq!(with.kv, meta.kv);
+    }
+
+    /// Qwen2.5-Coder-0.5B-Instruct, the demo's summarizer (`PHOSPHOR_TEST_QWEN`): its file stores the
+    /// tied output table a second time, and it counts as the 494 million parameters its authors give.
+    #[test]
+    fn counts_a_stored_twice_embedding_once() {
+        let Some(path) = crate::testing::test_model("PHOSPHOR_TEST_QWEN") else { return };
+        let file = std::fs::File::open(&path).unwrap();
+        let meta = GgufMetadata::read_with_parameters(io::BufReader::new(file)).unwrap();
+        assert_eq!(meta.architecture(), Some("qwen2"));
+        assert_eq!(meta.parameters, Some(494_032_768));
     }
 }

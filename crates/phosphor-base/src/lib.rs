@@ -18,6 +18,7 @@ pub mod exact;
 pub mod gguf;
 pub mod message;
 pub mod model;
+pub mod outline;
 #[doc(hidden)]
 pub mod testing;
 pub mod time;

@@ -47,6 +47,11 @@ pub struct ChatRequest {
     /// OpenAI-compatible servers have no such parameter, and it is not sent to them.
     #[serde(default)]
     pub repeat_penalty: Option<f32>,
+    /// The outline the answer must follow (headed sections of bullet lines): the local engines
+    /// sample under it (llama.cpp's grammar sampler, mistral.rs's regex constraint); remote servers
+    /// are not sent it, and follow the prompt alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outline: Option<crate::outline::Outline>,
 }
 
 /// What a backend knows about the model behind it.

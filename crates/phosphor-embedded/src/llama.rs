@@ -15,6 +15,8 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::{
     LlamaBackendDeviceType, LogOptions, list_llama_ggml_backend_devices, send_logs_to_tracing,
 };
@@ -350,7 +352,19 @@ impl LlamaEngine {
                 .map_err(|e| Error::Model(format!("llama.cpp could not read the prompt: {e}")))?;
         }
 
-        let mut chooser = Chooser::new(request.temperature, request.repeat_penalty, self.model.n_vocab());
+        let grammar = match &request.outline {
+            Some(outline) => {
+                Some(LlamaSampler::grammar(&self.model, &outline.gbnf(), "root").map_err(|e| {
+                    Error::BadRequest {
+                        message: format!("llama.cpp rejected the outline's grammar: {e}"),
+                        status: None,
+                    }
+                })?)
+            }
+            None => None,
+        };
+        let mut chooser =
+            Chooser::new(request.temperature, request.repeat_penalty, grammar, self.model.n_vocab());
         let mut text = Utf8Stream::default();
         let mut generated = 0u64;
         let mut position = tokens.len() as i32;
@@ -416,7 +430,8 @@ impl LlamaEngine {
 const PENALTY_LAST_N: usize = 64;
 
 /// Chooses each generated token: greedily unless the request sets a temperature above 0, after the
-/// repetition penalty when the request asks for one.
+/// repetition penalty when the request asks for one, and within the request's outline when it has one
+/// (llama.cpp's grammar sampler).
 enum Chooser {
     /// The most likely token, read straight off the logits. llama.cpp's greedy and penalties samplers
     /// first copy every logit into a candidate array: 0.8 ms (greedy) and 1.2 ms (with penalties) a
@@ -427,13 +442,22 @@ enum Chooser {
         penalty: Option<f32>,
         /// The tokens generated so far, the newest [`PENALTY_LAST_N`] of them.
         recent: VecDeque<LlamaToken>,
+        /// The outline's grammar. The best token is checked against it alone, and only when the
+        /// grammar rejects it is every token filtered (as llama.cpp's own samplers do it): most tokens
+        /// of an answer that follows the outline are the model's first choice anyway.
+        grammar: Option<LlamaSampler>,
     },
-    /// Top-k, top-p and temperature through llama.cpp's sampler chain.
+    /// Top-k, top-p and temperature through llama.cpp's sampler chain (the grammar first, when there is one).
     Sampled(LlamaSampler),
 }
 
 impl Chooser {
-    fn new(temperature: Option<f32>, repeat_penalty: Option<f32>, n_vocab: i32) -> Self {
+    fn new(
+        temperature: Option<f32>,
+        repeat_penalty: Option<f32>,
+        grammar: Option<LlamaSampler>,
+        n_vocab: i32,
+    ) -> Self {
         let penalty = repeat_penalty.filter(|p| *p > 0.0 && *p != 1.0);
         match temperature {
             Some(t) if t > 0.0 => {
@@ -448,22 +472,26 @@ impl Chooser {
                 ];
                 let penalties =
                     penalty.map(|p| LlamaSampler::penalties(n_vocab, PENALTY_LAST_N as i32, p, 0.0, 0.0));
-                Self::Sampled(LlamaSampler::chain_simple(penalties.into_iter().chain(pick)))
+                Self::Sampled(LlamaSampler::chain_simple(grammar.into_iter().chain(penalties).chain(pick)))
             }
-            _ => Self::Greedy { penalty, recent: VecDeque::with_capacity(PENALTY_LAST_N) },
+            _ => Self::Greedy { penalty, recent: VecDeque::with_capacity(PENALTY_LAST_N), grammar },
         }
     }
 
     /// The next token, from the logits of the batch's token `index`; it counts as generated from now on.
     fn next(&mut self, context: &LlamaContext<'_>, index: i32) -> LlamaToken {
         match self {
-            Self::Sampled(sampler) => {
-                let token = sampler.sample(context, index);
-                sampler.accept(token);
-                token
-            }
-            Self::Greedy { penalty, recent } => {
-                let token = penalized_argmax(context.get_logits_ith(index), *penalty, recent);
+            // `sample` also accepts the token into every sampler of the chain.
+            Self::Sampled(sampler) => sampler.sample(context, index),
+            Self::Greedy { penalty, recent, grammar } => {
+                let logits = context.get_logits_ith(index);
+                let mut token = penalized_argmax(logits, *penalty, recent);
+                if let Some(grammar) = grammar {
+                    if !grammar_allows(grammar, token) {
+                        token = constrained_argmax(grammar, logits, *penalty, recent);
+                    }
+                    grammar.accept(token);
+                }
                 if recent.len() == PENALTY_LAST_N {
                     recent.pop_front();
                 }
@@ -472,6 +500,50 @@ impl Chooser {
             }
         }
     }
+}
+
+/// Whether the grammar, in its present state, lets `token` come next.
+fn grammar_allows(grammar: &mut LlamaSampler, token: LlamaToken) -> bool {
+    let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 0.0, 0.0)], false);
+    one.apply_sampler(grammar);
+    one.data.first().is_some_and(|d| d.logit() > f32::NEG_INFINITY)
+}
+
+/// The best token the grammar allows, after the same repetition penalty as [`penalized_argmax`]. When the
+/// grammar allows none, its state is complete: the model's end-of-generation token is among what it
+/// allows, so this does not happen with a well-formed outline; the unconstrained best is returned then.
+fn constrained_argmax(
+    grammar: &mut LlamaSampler,
+    logits: &[f32],
+    penalty: Option<f32>,
+    recent: &VecDeque<LlamaToken>,
+) -> LlamaToken {
+    let penalty = penalty.filter(|_| !recent.is_empty());
+    let mut candidates = LlamaTokenDataArray::from_iter(
+        logits.iter().enumerate().map(|(id, &logit)| {
+            let token = LlamaToken(id as i32);
+            let logit = match penalty {
+                Some(p) if recent.contains(&token) => {
+                    if logit <= 0.0 {
+                        logit * p
+                    } else {
+                        logit / p
+                    }
+                }
+                _ => logit,
+            };
+            LlamaTokenData::new(token, logit, 0.0)
+        }),
+        false,
+    );
+    candidates.apply_sampler(grammar);
+    let mut best: Option<(LlamaToken, f32)> = None;
+    for data in &candidates.data {
+        if data.logit() > f32::NEG_INFINITY && best.is_none_or(|(_, logit)| data.logit() > logit) {
+            best = Some((data.id(), data.logit()));
+        }
+    }
+    best.map_or_else(|| penalized_argmax(logits, penalty, recent), |(token, _)| token)
 }
 
 /// The token with the highest logit (the first of equals, as llama.cpp's greedy sampler picks), after
@@ -648,15 +720,18 @@ mod tests {
     fn tokens_are_chosen_greedily_without_a_temperature_and_penalized_when_asked() {
         for temperature in [None, Some(0.0)] {
             for penalty in [None, Some(1.0), Some(0.0)] {
-                let chooser = Chooser::new(temperature, penalty, 32_000);
+                let chooser = Chooser::new(temperature, penalty, None, 32_000);
                 assert!(
                     matches!(chooser, Chooser::Greedy { penalty: None, .. }),
                     "{temperature:?} {penalty:?}"
                 );
             }
         }
-        assert!(matches!(Chooser::new(None, Some(1.1), 32_000), Chooser::Greedy { penalty: Some(_), .. }));
-        let sampled = Chooser::new(Some(0.7), Some(1.1), 32_000);
+        assert!(matches!(
+            Chooser::new(None, Some(1.1), None, 32_000),
+            Chooser::Greedy { penalty: Some(_), .. }
+        ));
+        let sampled = Chooser::new(Some(0.7), Some(1.1), None, 32_000);
         assert!(
             matches!(&sampled, Chooser::Sampled(s) if s.name().is_some_and(|n| n.to_bytes() == b"chain"))
         );

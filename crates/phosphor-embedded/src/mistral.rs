@@ -226,7 +226,7 @@ impl Call {
             return_logprobs: false,
             is_streaming: true,
             id: NEXT_REQUEST_ID.fetch_add(1, Ordering::Relaxed),
-            constraint: Constraint::None,
+            constraint: request.outline.as_ref().map_or(Constraint::None, |o| Constraint::Regex(o.regex())),
             suffix: None,
             tools: has_tools.then_some(tools),
             tool_choice: has_tools.then_some(mistralrs::ToolChoice::Auto),

@@ -15,6 +15,7 @@ use futures::StreamExt;
 use phosphor_base::config::{Engine, InferenceConfig};
 use phosphor_base::message::{FinishReason, Message};
 use phosphor_base::model::{ChatModel, ChatRequest, ModelInfo, StreamEvent};
+use phosphor_base::outline::{Outline, Section};
 use phosphor_embedded::{EmbeddedModel, EngineKind, HubSettings, ModelSource, load_with, resolve};
 use pretty_assertions::assert_eq;
 use tracing_subscriber::layer::SubscriberExt;
@@ -89,6 +90,7 @@ per_engine!(
     gpu_without_a_gpu_falls_back_to_the_cpu,
     the_call_span_records_usage,
     a_model_without_a_chat_template_gets_chatml,
+    the_answer_follows_the_outline,
 );
 
 #[tokio::test]
@@ -181,6 +183,30 @@ async fn summarizes_a_conversation_as_a_stream(engine: Engine) {
     // Deltas arrive in order: together they make the whole answer, which is about the conversation.
     let text = deltas.concat();
     assert!(text.trim().len() > 10, "{text:?}");
+}
+
+/// With an outline the engine writes its headings and bounded bullet lines and nothing else, greedy or
+/// sampled: llama.cpp through its grammar sampler, mistral.rs through its regex constraint.
+async fn the_answer_follows_the_outline(engine: Engine) {
+    let Some(path) = test_model() else { return };
+    let model = smollm2(&path, engine).await;
+    let outline = Outline::new(vec![Section::new("Goal", 1), Section::new("Next", 1)]);
+    for temperature in [None, Some(0.7)] {
+        let request = ChatRequest {
+            outline: Some(outline.clone()),
+            temperature,
+            max_output_tokens: Some(200),
+            ..request(conversation())
+        };
+        let completion = model.complete(request).await.unwrap();
+        let text = completion.text;
+        assert!(text.starts_with("## Goal\n- "), "{temperature:?}: {text:?}");
+        if completion.finish_reason == Some(FinishReason::Stop) {
+            assert!(outline.accepts(&text), "{temperature:?}: {text:?}");
+        } else {
+            assert!(!text.contains("\n\n") && !text.contains("## Goal\n- #"), "{temperature:?}: {text:?}");
+        }
+    }
 }
 
 async fn complete_collects_the_answer(engine: Engine) {

@@ -50,6 +50,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use minijinja::{AutoEscape, Environment, ErrorKind, Template, UndefinedBehavior};
+use phosphor_base::outline::{Outline, Section};
 
 pub use context::SummaryContext;
 pub use error::{Error, Result};
@@ -135,6 +136,23 @@ pub struct RenderedPrompt {
     pub warnings: Vec<String>,
     /// Whether the template uses `previous_summary` (see [`ResolvedTemplate::uses_previous_summary`]).
     pub uses_previous_summary: bool,
+    /// The outline the answer is constrained to, for the compiled-in [`COMPACT_PROFILE`] ([`compact_outline`]);
+    /// `None` for every other template (a user's template says its own format).
+    pub outline: Option<Outline>,
+}
+
+/// The sections of the compiled-in [`COMPACT_PROFILE`] template, as the outline a local model's summary is
+/// constrained to: the model writes only the lines under each heading, at most a few each, so it can neither
+/// copy the instructions back as the summary nor loop past the last section. Only the compact profile has
+/// one: with the `default` template's six sections and their descriptions, Qwen2.5-Coder 0.5B constrained
+/// to the same headings copied the descriptions into every section (docs/BENCHMARKS.md).
+pub fn compact_outline() -> Outline {
+    Outline::new(vec![
+        Section::new("Goal", 3),
+        Section::new("Done", 6),
+        Section::new("Errors", 3),
+        Section::new("Next", 2),
+    ])
 }
 
 /// A problem found by [`Profiles::validate`].
@@ -276,8 +294,10 @@ impl Profiles {
         let selected =
             self.select(profile, |template| Ok((template.render(ctx)?, uses_previous_summary(template))))?;
         let (text, uses_previous_summary) = selected.value;
+        let outline = (profile == COMPACT_PROFILE && selected.tier == Tier::Default).then(compact_outline);
         Ok(RenderedPrompt {
             text,
+            outline,
             tier: selected.tier,
             path: selected.path,
             warnings: selected.warnings,

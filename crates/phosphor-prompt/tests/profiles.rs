@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use phosphor_prompt::{
     COMPACT_PROFILE, DEFAULT_TEMPLATE, Diagnostic, Error, ProfileEntry, Profiles, RenderedPrompt,
-    ResolvedTemplate, SMALL_MODEL_PARAMETERS, SummaryContext, Tier, validate_profile_name,
+    ResolvedTemplate, SMALL_MODEL_PARAMETERS, SummaryContext, Tier, compact_outline, validate_profile_name,
 };
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
@@ -61,6 +61,7 @@ fn workspace_beats_global_beats_default() {
         path: Some(ws.clone()),
         warnings: vec![],
         uses_previous_summary: false,
+        outline: None,
     };
     assert_eq!(profiles.render("default", &ctx()).unwrap(), expected);
     let expected = ResolvedTemplate {
@@ -79,6 +80,7 @@ fn workspace_beats_global_beats_default() {
         path: Some(global.clone()),
         warnings: vec![],
         uses_previous_summary: false,
+        outline: None,
     };
     assert_eq!(profiles.render("default", &ctx()).unwrap(), expected);
 
@@ -107,6 +109,7 @@ fn profiles_are_looked_up_by_name() {
         path: Some(terse),
         warnings: vec![],
         uses_previous_summary: false,
+        outline: None,
     };
     assert_eq!(roots.profiles().render("terse", &ctx()).unwrap(), expected);
 }
@@ -128,6 +131,7 @@ fn broken_workspace_template_warns_with_file_and_line_and_global_is_used() {
             ws.display()
         )],
         uses_previous_summary: false,
+        outline: None,
     };
     assert_eq!(roots.profiles().render("default", &ctx()).unwrap(), expected);
     let resolved = roots.profiles().resolve("default").unwrap();
@@ -156,6 +160,7 @@ fn undefined_variable_warns_and_the_next_tier_renders() {
         path: Some(global.clone()),
         warnings: vec![warning],
         uses_previous_summary: false,
+        outline: None,
     };
     assert_eq!(roots.profiles().render("default", &ctx()).unwrap(), expected);
 
@@ -311,6 +316,7 @@ fn symlink_escaping_the_profile_folder_is_refused() {
         path: Some(terse),
         warnings: vec![],
         uses_previous_summary: false,
+        outline: None,
     };
     assert_eq!(profiles.render("short", &ctx()).unwrap(), expected);
 }
@@ -437,6 +443,18 @@ fn small_models_get_the_compact_profile_unless_the_default_is_the_users() {
     assert!(profiles.validate(COMPACT_PROFILE).is_empty());
     let previous = SummaryContext { previous_summary: Some("Fixed src/a.rs.".to_owned()), ..ctx() };
     assert!(profiles.render(COMPACT_PROFILE, &previous).unwrap().text.contains("Fixed src/a.rs."));
+    // Its answer is constrained to its sections, which the prompt names in the same order; the default
+    // template's answer is not.
+    assert_eq!(prompt.outline, Some(compact_outline()));
+    let headings: Vec<usize> = compact_outline()
+        .sections
+        .iter()
+        .map(|s| {
+            prompt.text.find(&format!("\"## {}\"", s.heading)).unwrap_or_else(|| panic!("{}", s.heading))
+        })
+        .collect();
+    assert!(headings.is_sorted(), "{headings:?}");
+    assert_eq!(profiles.render("default", &ctx()).unwrap().outline, None);
 
     // A `default` template of the user's, in either tier, is their prompt for every model.
     write(&roots.global, "default", "Mine.").unwrap();
@@ -444,6 +462,11 @@ fn small_models_get_the_compact_profile_unless_the_default_is_the_users() {
     // ... and a user `compact` template replaces the compiled-in one.
     write(&roots.workspace, "compact", "Short.").unwrap();
     assert_eq!(profiles.render(COMPACT_PROFILE, &ctx()).unwrap().text, "Short.");
+    assert_eq!(
+        profiles.render(COMPACT_PROFILE, &ctx()).unwrap().outline,
+        None,
+        "the user's prompt says its format"
+    );
 }
 
 #[test]

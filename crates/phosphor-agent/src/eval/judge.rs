@@ -112,6 +112,7 @@ fn request(messages: Vec<Message>, max_output_tokens: u64) -> ChatRequest {
         temperature: Some(0.0),
         conversation_id: None,
         repeat_penalty: None,
+        outline: None,
     }
 }
 

@@ -5,15 +5,7 @@ Summary of the earlier part:
 {{ previous_summary }}
 {% endif %}
 
-Write four short sections, each a few lines:
-## Goal
-What the user asked for, in the user's words.
-## Done
-What was changed, with the exact file paths, function names and commands.
-## Errors
-The exact error messages, and whether each was fixed.
-## Next
-What the assistant was doing at the end, and the next step.
+Write four sections with the headings "## Goal", "## Done", "## Errors" and "## Next", each followed by a few short lines that start with "- ". Under Goal, quote what the user asked for. Under Done, name each file that was changed, the function or test in it, and the commands that were run. Under Errors, copy each error message and say whether it was fixed (write "- None" if there were none). Under Next, say what the assistant was doing at the end and what comes next.
 
 Write each fact once. Do not answer the user. Do not write code.
 {% if custom_instructions %}
