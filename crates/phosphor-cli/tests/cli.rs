@@ -739,6 +739,32 @@ async fn the_readme_first_command_compacts_the_example_with_the_test_model() {
     }
 }
 
+/// `cargo xtask demo`, the README's first command: Qwen2.5-Coder 0.5B (`PHOSPHOR_TEST_QWEN`) writes a summary of
+/// the example transcript a reader can use: the compact profile's four sections (the outline it is constrained
+/// to), naming the files the session changed, before the session-state trail.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_model_writes_a_summary_in_the_compact_profile_s_sections() {
+    let Some(model) = phosphor_base::testing::test_model("PHOSPHOR_TEST_QWEN") else { return };
+    let _one_model_at_a_time = MODEL_RUNS.lock().await;
+    let env = Env::new();
+    let model = model.to_str().unwrap().to_owned();
+    let transcript = example_transcript();
+    let output =
+        env.run(&["--model-path", &model, "compact", "--input", transcript.to_str().unwrap()], "").await;
+    assert_success(&output);
+    assert!(!stderr(&output).contains("repeating itself"), "{}", stderr(&output));
+    let compacted: Vec<Value> = serde_json::from_str(&stdout(&output)).unwrap();
+    let summary = compacted[1]["content"].as_str().unwrap();
+    let written = summary
+        .split_once("Summary of everything before this point:\n\n")
+        .and_then(|(_, rest)| rest.split_once("\n\n## Session state"))
+        .map(|(written, _)| format!("{written}\n"))
+        .unwrap_or_else(|| panic!("no model-written part:\n{summary}"));
+    assert!(phosphor_prompt::compact_outline().accepts(&written), "{written}");
+    assert!(written.contains("config.rs") || written.contains("segment.rs"), "{written}");
+    assert!(!written.contains("in the user's words") && !written.contains("Under Goal"), "{written}");
+}
+
 #[tokio::test]
 async fn eval_scores_every_strategy_with_the_test_model_and_writes_the_report() {
     let Some(model) = phosphor_base::testing::test_model("PHOSPHOR_TEST_MODEL") else { return };
