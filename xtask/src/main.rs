@@ -416,9 +416,15 @@ fn check_architecture() -> Result<()> {
 
 /// `cargo metadata` of the workspace's own packages.
 fn workspace_metadata() -> Result<serde_json::Value> {
+    let root = workspace_root()?;
+    cargo_metadata(&["--no-deps", "--locked", "--manifest-path", &root.join("Cargo.toml").to_string_lossy()])
+}
+
+/// `cargo metadata --format-version 1` with `args`, parsed.
+fn cargo_metadata(args: &[&str]) -> Result<serde_json::Value> {
     let output = Command::new("cargo")
-        .args(["metadata", "--format-version", "1", "--no-deps", "--locked"])
-        .current_dir(workspace_root()?)
+        .args(["metadata", "--format-version", "1"])
+        .args(args)
         .output()
         .context("could not run cargo metadata")?;
     if !output.status.success() {

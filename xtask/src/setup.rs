@@ -3,11 +3,10 @@
 //! llama.cpp's Vulkan backend compiles against.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cache_dir, cached_dir, run};
+use crate::{cache_dir, cached_dir, cargo_metadata, run};
 
 /// Which system packages `scripts/install-deps.sh` installs.
 #[derive(Clone, Copy)]
@@ -68,15 +67,7 @@ fn fetch_crate(name: &str, version: &str, project: &Path) -> Result<PathBuf> {
     let manifest = project.join("Cargo.toml");
     let manifest = manifest.to_string_lossy();
     run("cargo", &["fetch", "--quiet", "--manifest-path", &manifest], &[])?;
-    let output = Command::new("cargo")
-        .args(["metadata", "--format-version", "1", "--manifest-path", &manifest])
-        .output()
-        .context("could not run cargo metadata")?;
-    if !output.status.success() {
-        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&output.stdout).context("cargo metadata's output")?;
+    let metadata = cargo_metadata(&["--manifest-path", &manifest])?;
     let path = metadata["packages"]
         .as_array()
         .into_iter()

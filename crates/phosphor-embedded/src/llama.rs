@@ -523,13 +523,7 @@ fn constrained_argmax(
         logits.iter().enumerate().map(|(id, &logit)| {
             let token = LlamaToken(id as i32);
             let logit = match penalty {
-                Some(p) if recent.contains(&token) => {
-                    if logit <= 0.0 {
-                        logit * p
-                    } else {
-                        logit / p
-                    }
-                }
+                Some(p) if recent.contains(&token) => penalized(logit, p),
                 _ => logit,
             };
             LlamaTokenData::new(token, logit, 0.0)
@@ -558,7 +552,7 @@ fn penalized_argmax(logits: &[f32], penalty: Option<f32>, recent: &VecDeque<Llam
         for token in recent {
             let id = token.0 as usize;
             let Some(&logit) = logits.get(id) else { continue };
-            let logit = if logit <= 0.0 { logit * penalty } else { logit / penalty };
+            let logit = penalized(logit, penalty);
             if logit > best.1 || (logit == best.1 && id < best.0) {
                 best = (id, logit);
             }
@@ -572,6 +566,12 @@ fn penalized_argmax(logits: &[f32], penalty: Option<f32>, recent: &VecDeque<Llam
         }
     }
     LlamaToken(best.0.min(logits.len().saturating_sub(1)) as i32)
+}
+
+/// llama.cpp's repetition penalty on one logit: a positive one divided by `penalty`, a negative one
+/// multiplied by it.
+fn penalized(logit: f32, penalty: f32) -> f32 {
+    if logit <= 0.0 { logit * penalty } else { logit / penalty }
 }
 
 /// The messages as `(role, text)` pairs for llama.cpp's templates, which know `system`, `user` and `assistant`
