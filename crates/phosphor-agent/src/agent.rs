@@ -126,6 +126,9 @@ pub(crate) struct Cache {
     /// The system prompt and tools of the last request a proxied client sent
     /// ([`SessionAgent::respond`]); `None`: the agent's own.
     pub(crate) frame: Option<Frame>,
+    /// The model the last proxied request named ([`crate::Exchange::model`]), when it is not the
+    /// session model: it answers, and its window is the session's ([`SessionAgent::model_of`]).
+    pub(crate) model: Option<Arc<dyn ChatModel>>,
 }
 
 /// What a request carries besides the history, when a client sends its own: the system prompt,
@@ -217,6 +220,12 @@ impl SessionAgent {
         &self.models.large
     }
 
+    /// The model that answers the session's requests and whose window bounds them: the one the
+    /// last proxied request named, else the session model (`models.large`).
+    pub(crate) fn model_of<'a>(&'a self, cache: &'a Cache) -> &'a Arc<dyn ChatModel> {
+        cache.model.as_ref().unwrap_or(&self.models.large)
+    }
+
     /// Creates and stores a new session.
     pub async fn create_session(&self, title: impl Into<String>) -> Result<Session> {
         let session = Session::new(new_id(), title, now_ms());
@@ -231,7 +240,7 @@ impl SessionAgent {
             Ok(TokenStatus {
                 estimated_tokens: self.estimate(cache),
                 current_tokens: cache.session.current_tokens,
-                context_window: self.models.large.info().context_window,
+                context_window: self.model_of(cache).info().context_window,
                 threshold: self.options.summarize_threshold,
             })
         })
@@ -407,6 +416,7 @@ impl SessionAgent {
             responses_since_compaction,
             masked,
             frame: None,
+            model: None,
         })
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use phosphor_base::config::SummarizeModel;
 use phosphor_base::outline::Outline;
 use phosphor_base::{
     ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Role, StreamEvent, TokenCounter,
@@ -43,8 +44,18 @@ pub struct CompactionReport {
 }
 
 impl SessionAgent {
+    /// The model `summarize_model` names (`eval` reports it).
     pub(crate) fn summarizer(&self) -> Result<Arc<dyn ChatModel>> {
         self.models.choose(self.options.summarize_model)
+    }
+
+    /// The summarizer of a session: `summarize_model: "main"` is the model that answers it
+    /// ([`SessionAgent::model_of`]), the others are the configured slots.
+    fn summarizer_of(&self, cache: &Cache) -> Result<Arc<dyn ChatModel>> {
+        match self.options.summarize_model {
+            SummarizeModel::Main => Ok(self.model_of(cache).clone()),
+            _ => self.summarizer(),
+        }
     }
 
     /// One compaction: folds the history where [`policy::cut`] says into a new summary
@@ -59,7 +70,7 @@ impl SessionAgent {
         events: Option<&EventSender>,
     ) -> Result<CompactionReport> {
         let started = Instant::now();
-        let summarizer = self.summarizer()?;
+        let summarizer = self.summarizer_of(cache)?;
         let info = summarizer.info().clone();
         let tokens_before = self.estimate(cache);
         let span = tracing::info_span!(
@@ -133,7 +144,7 @@ impl SessionAgent {
         // overflows would defeat the compaction.
         let previous = cache.history.first().filter(|m| m.is_summary).cloned();
         let summary_budget = policy::reserve(&info).min(self.settings.summary_max_output_tokens);
-        let large = self.models.large.info();
+        let large = self.model_of(cache).info();
         let state_budget = policy::state_budget(&self.options, large.context_window);
         let room = large.context_window.saturating_sub(
             self.fixed_tokens(cache) + policy::reserve(large) + summary_budget + state_budget,
@@ -166,8 +177,8 @@ impl SessionAgent {
             session_title: cache.session.title.clone(),
             message_count: fold.len(),
             tokens_before: self.estimate(cache),
-            context_window: self.models.large.info().context_window,
-            model: self.models.large.info().model.clone(),
+            context_window: large.context_window,
+            model: large.model.clone(),
             workspace: self.settings.workspace.clone(),
             files: trail.file_paths(),
             tools_used,

@@ -6,7 +6,12 @@
 //! session whose messages are the longest prefix of the request's (see its documentation for the
 //! rules), and [`SessionAgent::finish`] records where it stands after the answer.
 
-use phosphor_base::{FinishReason, Message, MessageStatus, Part, Role, Session, ToolSpec, Usage};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use phosphor_base::{
+    ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Role, Session, ToolSpec, Usage,
+};
 use phosphor_store::{Head, Lease, StoreError};
 use tracing::Instrument;
 
@@ -18,7 +23,7 @@ use crate::policy;
 use crate::turn::{Sampling, Step, TurnState};
 
 /// One request of a client that keeps its own history.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default)]
 pub struct Exchange {
     /// The client's system prompt (its leading system messages, joined).
     pub system_prompt: String,
@@ -31,6 +36,23 @@ pub struct Exchange {
     pub max_output_tokens: Option<u64>,
     /// Sampling temperature.
     pub temperature: Option<f32>,
+    /// The model the client asked for, when it is not the session model (`models.large`): it
+    /// answers, its window bounds the session from this request on, and `summarize_model:
+    /// "main"` means it. `None`: the session model.
+    pub model: Option<Arc<dyn ChatModel>>,
+}
+
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("system_prompt", &self.system_prompt)
+            .field("tools", &self.tools)
+            .field("messages", &self.messages)
+            .field("max_output_tokens", &self.max_output_tokens)
+            .field("temperature", &self.temperature)
+            .field("model", &self.model.as_ref().map(|m| m.info().model.clone()))
+            .finish()
+    }
 }
 
 /// The answer to an [`Exchange`].
@@ -80,13 +102,14 @@ impl SessionAgent {
         exchange: Exchange,
         events: Option<&EventSender>,
     ) -> Result<Reply> {
-        let Exchange { system_prompt, tools, messages, max_output_tokens, temperature } = exchange;
+        let Exchange { system_prompt, tools, messages, max_output_tokens, temperature, model } = exchange;
         let fixed = policy::fixed_tokens(&system_prompt, &tools, self.counter.as_ref());
         let frame = Frame { system_prompt, tools, fixed };
         if cache.frame.as_ref() != Some(&frame) {
             cache.frame = Some(frame);
         }
-        let info = self.models.large.info().clone();
+        cache.model = model;
+        let info = self.model_of(cache).info().clone();
         let overhead = fixed + policy::reserve(&info);
 
         // Every new message is stored first, whatever happens next; one that cannot fit even
@@ -149,6 +172,62 @@ impl SessionAgent {
                 turn.tried()
             ),
         })
+    }
+}
+
+impl SessionAgent {
+    /// Whether a request can go as it came, with no session: `exchange.messages` (the whole
+    /// conversation) with its system prompt and tools is under every trigger of the answering
+    /// model's window (masking, the threshold, the output reserve), so no compaction would run.
+    /// `phosphor serve` asks it of a client's requests for other models than the session model
+    /// (Claude Code's calls to its small model: titles, topic checks) and sends those that fit to
+    /// [`SessionAgent::pass_through`]; the others take the session's way ([`SessionAgent::claim`],
+    /// [`SessionAgent::respond`]) and are compacted there.
+    pub fn fits_as_sent(&self, exchange: &Exchange) -> bool {
+        let info = exchange.model.as_ref().unwrap_or(&self.models.large).info();
+        let estimate = self.estimate_sent(exchange);
+        !policy::should_mask(estimate, info.context_window, &self.options)
+            && policy::trigger(estimate, policy::reserve(info), info.context_window, &self.options).is_none()
+    }
+
+    fn estimate_sent(&self, exchange: &Exchange) -> u64 {
+        let counter = self.counter.as_ref();
+        policy::fixed_tokens(&exchange.system_prompt, &exchange.tools, counter)
+            + exchange.messages.iter().map(|m| counter.count_message(m)).sum::<u64>()
+    }
+
+    /// Sends a request as it came (see [`SessionAgent::fits_as_sent`]): once, unchanged but for
+    /// tool pairing, to `exchange.model` (else the session model), storing nothing.
+    pub async fn pass_through(&self, exchange: Exchange, events: Option<&EventSender>) -> Result<Reply> {
+        let model = exchange.model.clone().unwrap_or_else(|| self.models.large.clone());
+        let info = model.info();
+        let estimate = self.estimate_sent(&exchange);
+        let mut messages: Vec<Cow<'_, Message>> = Vec::with_capacity(exchange.messages.len() + 1);
+        if !exchange.system_prompt.is_empty() {
+            messages.push(Cow::Owned(Message::system(&exchange.system_prompt)));
+        }
+        messages.extend(exchange.messages.iter().map(Cow::Borrowed));
+        let sampling =
+            Sampling { max_output_tokens: exchange.max_output_tokens, temperature: exchange.temperature };
+        let request = ChatRequest {
+            messages: phosphor_prune::repair_tool_pairing(messages)
+                .into_iter()
+                .map(Cow::into_owned)
+                .collect(),
+            tools: exchange.tools.clone(),
+            max_output_tokens: Some(sampling.output_limit(info, estimate)),
+            temperature: sampling.temperature,
+            ..ChatRequest::default()
+        };
+        let completion = self.call_model(model.as_ref(), request, events).await?;
+        let usage = completion.usage.unwrap_or_default();
+        let finish_reason = completion.finish_reason.clone();
+        let mut message = completion.into_message(Some(info.model.clone()));
+        message.id = crate::agent::new_id();
+        message.created_at = crate::agent::now_ms();
+        message.updated_at = message.created_at;
+        emit(events, AgentEvent::TurnFinished { message_id: message.id.clone(), model_calls: 1 });
+        Ok(Reply { message, usage, finish_reason, compactions: Vec::new() })
     }
 }
 

@@ -5,8 +5,8 @@ use std::borrow::Cow;
 
 use futures::StreamExt;
 use phosphor_base::{
-    ChatModel, ChatRequest, Completion, FinishReason, Message, MessageStatus, Part, Role, StreamEvent,
-    TokenLedger, ToolCall, Usage,
+    ChatModel, ChatRequest, Completion, FinishReason, Message, MessageStatus, ModelInfo, Part, Role,
+    StreamEvent, TokenLedger, ToolCall, Usage,
 };
 use tracing::Instrument;
 
@@ -38,6 +38,16 @@ pub(crate) struct Sampling {
     pub(crate) max_output_tokens: Option<u64>,
     /// Sampling temperature.
     pub(crate) temperature: Option<f32>,
+}
+
+impl Sampling {
+    /// The output limit of a request of `estimate` tokens to the model `info` describes: the
+    /// client's, capped by the model's and by what fits (the reserve check may have used a capped
+    /// reserve, so never ask for more than the window has left).
+    pub(crate) fn output_limit(&self, info: &ModelInfo, estimate: u64) -> u64 {
+        let room = info.context_window.saturating_sub(estimate).max(1);
+        self.max_output_tokens.unwrap_or(u64::MAX).min(info.max_output_tokens).min(room)
+    }
 }
 
 /// What one request of a turn came to.
@@ -115,7 +125,7 @@ impl SessionAgent {
         prompt: String,
         events: Option<&EventSender>,
     ) -> Result<TurnOutcome> {
-        let large = self.models.large.clone();
+        let large = self.model_of(cache).clone();
         let info = large.info().clone();
         let window = info.context_window;
         let reserve = policy::reserve(&info);
@@ -206,7 +216,7 @@ impl SessionAgent {
         sampling: &Sampling,
         events: Option<&EventSender>,
     ) -> Result<Step> {
-        let large = self.models.large.clone();
+        let large = self.model_of(cache).clone();
         let info = large.info().clone();
         let window = info.context_window;
         let reserve = policy::reserve(&info);
@@ -305,7 +315,7 @@ impl SessionAgent {
     /// Observation masking: moves the masking boundary so that the newest tool calls and outputs shown whole
     /// fit `mask_keep_recent_tokens`, and persists it on the session. Returns whether it moved.
     pub(crate) async fn mask(&self, cache: &mut Cache, events: Option<&EventSender>) -> Result<bool> {
-        let window = self.models.large.info().context_window;
+        let window = self.model_of(cache).info().context_window;
         let keep = policy::mask_keep_budget(&self.options, window);
         let min_gain = policy::mask_min_gain(window);
         let Some(until) =
@@ -374,7 +384,7 @@ impl SessionAgent {
                 tokens: estimate,
                 reserve,
                 window,
-                model: self.models.large.info().model.clone(),
+                model: self.model_of(cache).info().model.clone(),
                 tried: turn.tried(),
             }),
         }
@@ -391,15 +401,11 @@ impl SessionAgent {
         messages.extend(shown_history(&cache.history, cache.masked));
         let messages =
             phosphor_prune::repair_tool_pairing(messages).into_iter().map(Cow::into_owned).collect();
-        let info = self.models.large.info();
-        // Never ask for more than fits: the reserve check may have used a capped reserve.
-        let room = info.context_window.saturating_sub(self.estimate(cache)).max(1);
+        let info = self.model_of(cache).info();
         ChatRequest {
             messages,
             tools,
-            max_output_tokens: Some(
-                sampling.max_output_tokens.unwrap_or(u64::MAX).min(info.max_output_tokens).min(room),
-            ),
+            max_output_tokens: Some(sampling.output_limit(info, self.estimate(cache))),
             temperature: sampling.temperature,
             conversation_id: Some(cache.session.id.clone()),
             repeat_penalty: None,
@@ -409,7 +415,7 @@ impl SessionAgent {
 
     /// Streams one model call, forwarding deltas. The backend records the call's `chat {model}`
     /// client span (gen_ai attributes and usage); the agent's turn and compaction spans enclose it.
-    async fn call_model(
+    pub(crate) async fn call_model(
         &self,
         model: &dyn ChatModel,
         request: ChatRequest,

@@ -29,6 +29,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use crate::windows::Window;
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default)]
@@ -260,6 +262,12 @@ pub struct Models {
     /// A cheaper model, for summaries when `summarize_model` is `small`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub small: Option<ModelConfig>,
+    /// The windows of other models a client of `phosphor serve` may ask for, by id or pattern
+    /// (`*` for any run of characters): `{"claude-*": {"context_window": 200000}}`. They go to the
+    /// large model's provider. Looked up before a built-in table of common models
+    /// ([`crate::windows`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub windows: BTreeMap<String, Window>,
 }
 
 /// A remote model.
@@ -281,7 +289,7 @@ pub struct ModelConfig {
 /// `max_output_tokens` of a model configured without one.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
 
-fn default_max_output_tokens() -> u64 {
+pub(crate) fn default_max_output_tokens() -> u64 {
     DEFAULT_MAX_OUTPUT_TOKENS
 }
 
@@ -923,6 +931,32 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
             }
         }
     }
+    validate_windows(config, &invalid)
+}
+
+/// Checks `models.windows`: keys that name models, windows of at least a token.
+fn validate_windows(
+    config: &Config,
+    invalid: &dyn Fn(&str, Value, &str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for (key, window) in &config.models.windows {
+        let path = format!("models.windows.{key}");
+        if let Err(problem) = crate::windows::check_key(key) {
+            return Err(invalid(&path, key.clone().into(), problem, crate::windows::KEY_RULE.to_owned()));
+        }
+        for (field, tokens) in
+            [("context_window", window.context_window), ("max_output_tokens", window.max_output_tokens)]
+        {
+            if tokens == 0 {
+                return Err(invalid(
+                    &format!("{path}.{field}"),
+                    tokens.into(),
+                    "is out of range",
+                    "a whole number of tokens > 0".to_owned(),
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -1201,6 +1235,16 @@ mod tests {
             "/cfg/phosphor.json: models.large.context_window: 0 is out of range; allowed: a whole number of tokens > 0",
         );
         check_error(
+            r#"{ "models": { "windows": { "*": { "context_window": 9 } } } }"#,
+            "/cfg/phosphor.json: models.windows.*: {\"context_window\":9} matches every model or none; name the models it is for; \
+             allowed: a model id, or a pattern where * stands for any run of characters, such as claude-*",
+        );
+        check_error(
+            r#"{ "models": { "windows": { "claude-*": { "context_window": 0 } } } }"#,
+            "/cfg/phosphor.json: models.windows.claude-*.context_window: 0 is out of range; \
+             allowed: a whole number of tokens > 0",
+        );
+        check_error(
             r#"[{ "options": {} }]"#,
             "/cfg/phosphor.json: the top level is an array; allowed: a JSON object",
         );
@@ -1395,7 +1439,7 @@ mod tests {
                         },
                     ),
                 ]),
-                models: Models { large: None, small: Some(model("tiny")) },
+                models: Models { large: None, small: Some(model("tiny")), ..Models::default() },
                 ..Config::default()
             },
             &[
@@ -1424,7 +1468,7 @@ mod tests {
                     "openai".to_owned(),
                     ProviderConfig { base_url: "https://a/v1".to_owned(), ..Default::default() },
                 )]),
-                models: Models { large: Some(model("big")), small: None },
+                models: Models { large: Some(model("big")), small: None, ..Models::default() },
                 ..Config::default()
             },
             &[

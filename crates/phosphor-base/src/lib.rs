@@ -22,6 +22,7 @@ pub mod outline;
 #[doc(hidden)]
 pub mod testing;
 pub mod time;
+pub mod windows;
 
 pub mod tokens;
 

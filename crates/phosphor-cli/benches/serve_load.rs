@@ -138,7 +138,7 @@ async fn drive(
             for turn in 0..TURNS {
                 history.push(json!({"role": "user", "content": request_text(client, turn)}));
                 let (url, name) = target(client, turn);
-                let body = json!({"model": "m", "messages": history, "stream": turn % 3 == 2});
+                let body = json!({"model": "mock-large", "messages": history, "stream": turn % 3 == 2});
                 let (status, text, seconds) = post(&http, &url, name.as_deref(), &body).await;
                 assert_eq!(status, 200, "client {client} turn {turn}: {text}");
                 latencies.push(seconds);

@@ -60,10 +60,16 @@ impl Env {
 
     /// [`Env::mock_config`] with a provider that speaks `api`.
     fn mock_config_speaking(&self, server: &MockServer, api: Api, window: u64, options: Value) {
+        self.mock_config_named(server, api, "mock-large", window, options);
+    }
+
+    /// [`Env::mock_config_speaking`] with the large model's id `model` (the one a proxied client
+    /// names).
+    fn mock_config_named(&self, server: &MockServer, api: Api, model: &str, window: u64, options: Value) {
         let config = json!({
             "options": options,
             "providers": { "mock": { "base_url": server.base_url(), "api_key_env": KEY_VAR, "api": api.as_str() } },
-            "models": { "large": { "provider": "mock", "model": "mock-large", "context_window": window, "max_output_tokens": 100 } }
+            "models": { "large": { "provider": "mock", "model": model, "context_window": window, "max_output_tokens": 100 } }
         });
         fs::write(self.config_path(), config.to_string()).unwrap();
     }
@@ -1014,7 +1020,7 @@ async fn serve_keeps_a_stateless_clients_conversation_in_one_compacted_session()
         let words: String = (0..80).map(|w| format!("topic{turn}word{w} ")).collect();
         history.push(json!({"role": "user", "content": format!("request {turn}: {words}")}));
         let stream = turn % 2 == 1;
-        let body = json!({"model": "anything", "messages": history, "stream": stream});
+        let body = json!({"model": "mock-large", "messages": history, "stream": stream});
         let (status, headers, text) = post_chat(&served.url, &body, &[]).await;
         assert_eq!(status, 200, "{text}");
         assert!(headers.get("x-phosphor-session-id").unwrap().to_str().unwrap().starts_with('~'));
@@ -1494,7 +1500,7 @@ async fn serve_answers_anthropic_messages_as_claude_code_sends_them() {
         sse_text(&["It prints ", "hello."], Some((60, 4))),
     ])
     .await;
-    env.mock_config(&server, 8_000, json!({}));
+    env.mock_config_named(&server, Api::Chat, "claude-sonnet-4-5", 8_000, json!({}));
     let served = env.serve(&["--api-key-env", KEY_VAR]);
     let session = "5c1b3f5e-7d43-4c55-9a6e-2f0c4d9a1e11";
     let headers = [
@@ -1543,7 +1549,7 @@ async fn serve_answers_anthropic_messages_as_claude_code_sends_them() {
     assert_eq!(events[4].1["usage"]["input_tokens"], 40);
     // Upstream got the system blocks joined, the tool as a function, the user's words.
     let first = &server.requests()[0].body;
-    assert_eq!(first["model"], "mock-large");
+    assert_eq!(first["model"], "claude-sonnet-4-5");
     assert_eq!(first["tools"][0]["function"]["name"], "Read");
     assert_eq!(first["tools"][0]["function"]["parameters"]["required"][0], "file_path");
     assert_eq!(
@@ -1640,7 +1646,7 @@ async fn serve_answers_the_responses_api_as_codex_sends_it() {
         sse_text(&["It prints ", "hello."], Some((70, 4))),
     ])
     .await;
-    env.mock_config(&server, 8_000, json!({}));
+    env.mock_config_named(&server, Api::Chat, "gpt-5.1-codex", 8_000, json!({}));
     let served = env.serve(&[]);
     let session = "019ad5b2-8c11-7e00-9a1b-3c4d5e6f7a8b";
     let headers =
@@ -1779,8 +1785,12 @@ async fn serve_compacts_a_session_that_arrives_over_the_window() {
         .push(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": last}]}));
     let requests = [
         ("/v1/chat/completions", json!({"messages": chat}), "s-chat"),
-        ("/v1/messages", json!({"model": "m", "max_tokens": 100, "messages": anthropic}), "s-anthropic"),
-        ("/v1/responses", json!({"model": "m", "input": responses, "store": false}), "s-responses"),
+        (
+            "/v1/messages",
+            json!({"model": "mock-large", "max_tokens": 100, "messages": anthropic}),
+            "s-anthropic",
+        ),
+        ("/v1/responses", json!({"model": "mock-large", "input": responses, "store": false}), "s-responses"),
     ];
     for (path, body, name) in requests {
         let before = server.requests().len();
@@ -1802,6 +1812,105 @@ async fn serve_compacts_a_session_that_arrives_over_the_window() {
             },
         );
         assert!(tokens <= 4_000, "a request of {tokens} tokens went upstream");
+    }
+}
+
+/// The request's `model` is what goes upstream, with the window the configuration or the built-in
+/// table gives it; a model no table knows is refused, naming the setting. Requests for another
+/// model than the session model pass through as sent while they fit, and are compacted when they
+/// do not. The client's own key goes upstream to a provider with none; it is stored nowhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_sends_each_request_to_the_model_it_names_with_the_client_s_key() {
+    let env = Env::new();
+    let server = MockServer::start_responding(std::sync::Arc::new(|request: &RecordedRequest| {
+        let summary = request.body.to_string().contains("You are summarizing the conversation");
+        wire_text(Api::Chat, if summary { "The user asked about topics." } else { "Answered." })
+    }))
+    .await;
+    let config = json!({
+        "providers": { "keyless": { "base_url": server.base_url() } },
+        "models": {
+            "large": { "provider": "keyless", "model": "claude-sonnet-4-5", "context_window": 8_000, "max_output_tokens": 100 },
+            "windows": { "local-*": { "context_window": 4_000, "max_output_tokens": 100 } }
+        }
+    });
+    fs::write(env.config_path(), config.to_string()).unwrap();
+    let served = env.serve(&[]);
+    let client_key = "sk-ant-client-secret-7731";
+    let headers = [("x-api-key", client_key), ("anthropic-version", "2023-06-01")];
+    let ask = |model: &str, text: &str| json!({"model": model, "max_tokens": 50, "messages": [{"role": "user", "content": text}]});
+
+    // The session model: a session, the client's key sent upstream as the provider's bearer.
+    let (status, answer_headers, text) =
+        post(&served.url, "/v1/messages", &ask("claude-sonnet-4-5", "What is in src?"), &headers).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(answer_headers.get("x-phosphor-session-id").is_some());
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["model"], "claude-sonnet-4-5");
+    let first = &server.requests()[0];
+    assert_eq!(first.body["model"], "claude-sonnet-4-5");
+    assert_eq!(first.header("authorization"), Some(format!("Bearer {client_key}").as_str()));
+    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 1);
+
+    // Claude Code's small model, on a short request: passed through, nothing stored.
+    let haiku = "claude-haiku-4-5-20251001";
+    let (status, answer_headers, text) =
+        post(&served.url, "/v1/messages", &ask(haiku, "Write a 3-word title for: fix the parser"), &headers)
+            .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(answer_headers.get("x-phosphor-session-id").is_none());
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["model"], haiku);
+    assert_eq!(upstream_model(server.requests().last().unwrap()), haiku);
+    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 1);
+
+    // A model no table knows: Anthropic's error shape, naming the setting to add.
+    let (status, _, text) = post(&served.url, "/v1/messages", &ask("llama3:8b", "hi"), &headers).await;
+    assert_eq!(status, 400, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(error["error"]["type"], "invalid_request_error", "{text}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains(r#""models": {"windows": {"llama3:8b""#), "{message}");
+
+    // A configured pattern's model, on a history over its 4,000-token window: compacted before
+    // it goes, and then a session like any other.
+    let before = server.requests().len();
+    let mut messages = Vec::new();
+    for turn in 0..12 {
+        let words: String = (0..120).map(|w| format!("topic{turn}word{w} ")).collect();
+        messages.push(json!({"role": "user", "content": format!("request {turn}: {words}")}));
+        messages.push(json!({"role": "assistant", "content": format!("answer {turn}")}));
+    }
+    messages.push(json!({"role": "user", "content": "what was the first request about?"}));
+    let body = json!({"model": "local-7b", "max_tokens": 50, "messages": messages});
+    let (status, answer_headers, text) = post(&served.url, "/v1/messages", &body, &headers).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(answer_headers.get("x-phosphor-session-id").is_some());
+    let made = &server.requests()[before..];
+    assert!(made.len() >= 2, "no compaction: {} requests", made.len());
+    for request in made {
+        assert_eq!(upstream_model(request), "local-7b");
+        let messages =
+            phosphor_wire::chat::from_openai(request.body["messages"].as_array().unwrap()).unwrap();
+        let tokens = phosphor_base::TokenCounter::count_request(
+            &ApproxCounter,
+            &phosphor_base::ChatRequest { messages, ..Default::default() },
+        );
+        assert!(tokens <= 4_000, "a request of {tokens} tokens went to a 4,000-token model");
+    }
+    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 2);
+
+    // The key reached the upstream and nothing else: not the database.
+    drop(served);
+    for entry in fs::read_dir(env.db().parent().unwrap()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with("sessions.db") {
+            let bytes = fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(client_key.len()).any(|w| w == client_key.as_bytes()),
+                "{} holds the client's key",
+                path.display()
+            );
+        }
     }
 }
 
@@ -1991,7 +2100,7 @@ async fn claude_code_finishes_a_long_task(api: Api) {
     let server = MockServer::start_responding(long_task_upstream(api, "Read", read)).await;
     let window = 30_000;
     // Masking off: the turn must be summarized, not only have its old outputs masked.
-    env.mock_config_speaking(&server, api, window, json!({"mask_threshold": 0}));
+    env.mock_config_named(&server, api, "claude-sonnet-4-5", window, json!({"mask_threshold": 0}));
     let served = env.serve(&[]);
     let home = env.home().join("claude");
     fs::create_dir_all(&home).unwrap();
@@ -2024,7 +2133,19 @@ async fn claude_code_finishes_a_long_task(api: Api) {
     let result: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("claude printed {out}"));
     assert_eq!(result["is_error"], false, "{result}");
     assert!(result["result"].as_str().unwrap().contains("DONE"), "{result}");
-    check_long_task_requests(&server.requests(), window, "Read");
+    let requests = server.requests();
+    check_long_task_requests(&requests, window, "Read");
+    // Every request for the session model was a session; Claude Code's calls to its small model
+    // (titles, topic checks), if it made any, passed through as sent and stored nothing.
+    let models: std::collections::BTreeSet<String> = requests.iter().map(|r| upstream_model(r)).collect();
+    eprintln!("models asked upstream: {models:?}");
+    let sessions = sessions_json(&env);
+    assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+}
+
+/// The model an upstream request asked for, in any of the three APIs.
+fn upstream_model(request: &RecordedRequest) -> String {
+    request.body["model"].as_str().unwrap_or_default().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -2104,7 +2225,7 @@ async fn serve_answers_the_anthropic_and_openai_sdks_on_their_own_apis() {
         sse_text(&["It is ", "empty."], None),
     ])
     .await;
-    env.mock_config(&server, 8_000, json!({}));
+    env.mock_config_named(&server, Api::Chat, "claude-sonnet-4-5", 8_000, json!({}));
     let served = env.serve(&["--api-key-env", KEY_VAR]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/fronts_sdk.py");
     let path = std::env::join_paths([&anthropic_site, &openai_site]).unwrap();
@@ -2147,6 +2268,11 @@ async fn serve_answers_the_anthropic_and_openai_sdks_on_their_own_apis() {
     assert_eq!(requests.len(), 4);
     assert_eq!(requests[1].body["messages"][3]["role"], "tool");
     assert_eq!(requests[3].body["messages"][3]["tool_call_id"], "call_2");
-    // Two conversations, two sessions.
-    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 2);
+    // The Anthropic conversation, with the session model, is a session; the Responses one asked
+    // for another model (gpt-5, 400,000 tokens by the built-in table) and passed through as sent.
+    assert_eq!(
+        requests.iter().map(upstream_model).collect::<Vec<_>>(),
+        ["claude-sonnet-4-5", "claude-sonnet-4-5", "gpt-5", "gpt-5"]
+    );
+    assert_eq!(sessions_json(&env).as_array().unwrap().len(), 1);
 }

@@ -60,4 +60,4 @@ mod wire_model;
 
 pub use error::{Error, Result, classify_error};
 pub use model::{OpenAiModel, RetryPolicy, counter_for};
-pub use wire_model::{WireModel, connect};
+pub use wire_model::{Credential, WireModel, connect, connect_as};

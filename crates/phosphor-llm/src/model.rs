@@ -217,7 +217,7 @@ impl OpenAiModel {
         OpenAiModel::build(provider_name, provider, model, api_key.map(str::to_owned))
     }
 
-    fn build(
+    pub(crate) fn build(
         provider_name: &str,
         provider: &ProviderConfig,
         model: &ModelConfig,

@@ -71,7 +71,7 @@ impl WireModel {
     /// A model of `provider`, which must speak `anthropic` or `responses`, reading its key from
     /// `provider.api_key_env`; errors as [`crate::OpenAiModel::new`]'s.
     pub fn new(provider_name: &str, provider: &ProviderConfig, model: &ModelConfig) -> Result<WireModel> {
-        WireModel::build(provider_name, provider, model, key_from_env(provider)?)
+        WireModel::build(provider_name, provider, model, key_from_env(provider)?.map(Credential::ApiKey))
     }
 
     /// Like [`WireModel::new`], with the key given (`None` for a keyless server).
@@ -81,14 +81,19 @@ impl WireModel {
         model: &ModelConfig,
         api_key: Option<&str>,
     ) -> Result<WireModel> {
-        WireModel::build(provider_name, provider, model, api_key.map(str::to_owned))
+        WireModel::build(
+            provider_name,
+            provider,
+            model,
+            api_key.map(|key| Credential::ApiKey(key.to_owned())),
+        )
     }
 
     fn build(
         provider_name: &str,
         provider: &ProviderConfig,
         model: &ModelConfig,
-        key: Option<String>,
+        key: Option<Credential>,
     ) -> Result<WireModel> {
         let (base_url, _) = checked_base_url(provider_name, provider)?;
         let path = match provider.api {
@@ -107,12 +112,15 @@ impl WireModel {
                 .map_err(|_| config_error(provider_name, "the API key is not a valid HTTP header value"))
         };
         if let Some(key) = &key {
-            let mut secret = match provider.api {
-                Api::Anthropic => value(key)?,
-                _ => value(&format!("Bearer {key}"))?,
+            // Anthropic takes an API key as `x-api-key` and an OAuth token as a bearer; OpenAI
+            // takes either as a bearer.
+            let (name, mut secret) = match (provider.api, key) {
+                (Api::Anthropic, Credential::ApiKey(key)) => ("x-api-key", value(key)?),
+                (_, Credential::ApiKey(key) | Credential::Bearer(key)) => {
+                    ("authorization", value(&format!("Bearer {key}"))?)
+                }
             };
             secret.set_sensitive(true);
-            let name = if provider.api == Api::Anthropic { "x-api-key" } else { "authorization" };
             headers.insert(HeaderName::from_static(name), secret);
         }
         if provider.api == Api::Anthropic {
@@ -389,8 +397,62 @@ pub fn connect(
     provider: &ProviderConfig,
     model: &ModelConfig,
 ) -> Result<Arc<dyn ChatModel>> {
+    connect_as(provider_name, provider, model, None)
+}
+
+/// Like [`connect`], sending `credential` (a proxied client's own key) when the provider has no
+/// key of its own (no `api_key_env`); a provider's own key always wins.
+pub fn connect_as(
+    provider_name: &str,
+    provider: &ProviderConfig,
+    model: &ModelConfig,
+    credential: Option<&Credential>,
+) -> Result<Arc<dyn ChatModel>> {
+    let key = match key_from_env(provider)? {
+        Some(own) => Some(Credential::ApiKey(own)),
+        None => credential.cloned(),
+    };
     Ok(match provider.api {
-        Api::Chat => Arc::new(crate::OpenAiModel::new(provider_name, provider, model)?),
-        Api::Anthropic | Api::Responses => Arc::new(WireModel::new(provider_name, provider, model)?),
+        Api::Chat => Arc::new(crate::OpenAiModel::build(
+            provider_name,
+            provider,
+            model,
+            key.map(Credential::into_secret),
+        )?),
+        Api::Anthropic | Api::Responses => Arc::new(WireModel::build(provider_name, provider, model, key)?),
     })
+}
+
+/// A key a request is sent with, as the client that owns it sent it to `phosphor serve`.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum Credential {
+    /// An API key (`x-api-key: KEY`, or OpenAI's `Authorization: Bearer KEY`).
+    ApiKey(String),
+    /// A bearer token that is not an API key: an OAuth access token (`Authorization: Bearer TOKEN`).
+    Bearer(String),
+}
+
+impl Credential {
+    /// The secret itself.
+    pub fn secret(&self) -> &str {
+        match self {
+            Credential::ApiKey(secret) | Credential::Bearer(secret) => secret,
+        }
+    }
+
+    fn into_secret(self) -> String {
+        match self {
+            Credential::ApiKey(secret) | Credential::Bearer(secret) => secret,
+        }
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            Credential::ApiKey(_) => "ApiKey",
+            Credential::Bearer(_) => "Bearer",
+        };
+        write!(f, "{kind}(<redacted>)")
+    }
 }

@@ -18,7 +18,7 @@ use phosphor_wire::{
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Shared, authorize, session_name};
+use super::{Shared, authorize, forwarded_credential, session_name};
 use crate::warn;
 
 /// The header of every answer that names the stored session which answered it.
@@ -44,8 +44,7 @@ impl Format {
         }
     }
 
-    /// What the answer carries besides its content. The model is the one that answered (the
-    /// session model, `models.large`), whatever the request named.
+    /// What the answer carries besides its content; `model` is the one that answered.
     fn meta(self, inbound: &Inbound, model: &str) -> Meta {
         let prefix = match self {
             Format::Chat => "chatcmpl-",
@@ -186,13 +185,31 @@ async fn respond(
         failure.retry_after = Some(1);
         return Err(failure);
     };
-    let meta = format.meta(&inbound, &shared.model);
+    let chosen =
+        shared.upstreams.choose(inbound.model.as_deref(), forwarded_credential(&shared, &headers))?;
+    let meta = format.meta(&inbound, &chosen.model.info().model);
     let Inbound { system_prompt, tools, messages, max_output_tokens, temperature, stream, .. } = inbound;
-    let claim = shared.agent.claim(&name, messages).await.map_err(agent_failure)?;
-    let session_id = claim.session_id.clone();
-    let exchange =
-        Exchange { system_prompt, tools, messages: claim.new.clone(), max_output_tokens, temperature };
+    let model = (!Arc::ptr_eq(&chosen.model, &shared.agent.large_model())).then_some(chosen.model);
+    let mut exchange = Exchange { system_prompt, tools, messages, max_output_tokens, temperature, model };
     let (events, received) = mpsc::unbounded_channel();
+    if !chosen.main && shared.agent.fits_as_sent(&exchange) {
+        // Another model than the session's, on a request no compaction would touch: as it came.
+        let shared = shared.clone();
+        let task = tokio::spawn(async move {
+            let answered = shared.agent.pass_through(exchange, Some(&events));
+            let result = match tokio::time::timeout(shared.timeout, answered).await {
+                Ok(result) => result.map_err(agent_failure),
+                Err(_) => Err(timed_out(&shared)),
+            };
+            drop(permit);
+            result
+        });
+        return finish(format, meta, stream, received, task, None).await;
+    }
+    let claim =
+        shared.agent.claim(&name, std::mem::take(&mut exchange.messages)).await.map_err(agent_failure)?;
+    let session_id = claim.session_id.clone();
+    exchange.messages = claim.new.clone();
     let task = {
         let shared = shared.clone();
         let session_id = session_id.clone();
@@ -206,11 +223,7 @@ async fn respond(
             .await;
             let result = match result {
                 Ok(result) => result.map_err(agent_failure),
-                Err(_) => Err(Failure::new(
-                    504,
-                    FailureKind::Timeout,
-                    format!("no answer within {} s (serve --request-timeout)", shared.timeout.as_secs()),
-                )),
+                Err(_) => Err(timed_out(&shared)),
             };
             if let Err(err) = shared.agent.finish(claim, result.as_ref().ok()).await {
                 warn(format!(
@@ -221,14 +234,35 @@ async fn respond(
             result
         })
     };
+    finish(format, meta, stream, received, task, Some(&session_id)).await
+}
+
+/// The answer of a request whose work runs in `task`: streamed as its events arrive, or whole at
+/// its end; tagged with the session that answered, when one did.
+async fn finish(
+    format: Format,
+    meta: Meta,
+    stream: bool,
+    received: mpsc::UnboundedReceiver<AgentEvent>,
+    task: tokio::task::JoinHandle<Result<Reply, Failure>>,
+    session_id: Option<&str>,
+) -> Result<Response, Failure> {
     if stream {
-        return Ok(stream_response(format.writer(meta), received, task, &session_id));
+        return Ok(stream_response(format.writer(meta), received, task, session_id));
     }
     drop(received);
     let reply = task.await.map_err(|err| Failure::new(500, FailureKind::Internal, err.to_string()))??;
     let mut response = axum::Json(format.whole(&meta, &answer_of(&reply))).into_response();
-    tag(&mut response, &session_id);
+    tag(&mut response, session_id);
     Ok(response)
+}
+
+fn timed_out(shared: &Shared) -> Failure {
+    Failure::new(
+        504,
+        FailureKind::Timeout,
+        format!("no answer within {} s (serve --request-timeout)", shared.timeout.as_secs()),
+    )
 }
 
 fn answer_of(reply: &Reply) -> Answer<'_> {
@@ -236,8 +270,8 @@ fn answer_of(reply: &Reply) -> Answer<'_> {
 }
 
 /// Names the stored session that answered, so that a client can find it (`phosphor sessions`).
-fn tag(response: &mut Response, session_id: &str) {
-    if let Ok(value) = HeaderValue::from_str(session_id) {
+fn tag(response: &mut Response, session_id: Option<&str>) {
+    if let Some(Ok(value)) = session_id.map(HeaderValue::from_str) {
         response.headers_mut().insert(SESSION_ID_HEADER, value);
     }
 }
@@ -248,7 +282,7 @@ fn stream_response(
     mut writer: Box<dyn Writer>,
     mut received: mpsc::UnboundedReceiver<AgentEvent>,
     task: tokio::task::JoinHandle<Result<Reply, Failure>>,
-    session_id: &str,
+    session_id: Option<&str>,
 ) -> Response {
     let (lines, body) = mpsc::channel::<Result<String, std::convert::Infallible>>(64);
     tokio::spawn(async move {

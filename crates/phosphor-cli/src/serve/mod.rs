@@ -7,9 +7,10 @@
 //! new and forwards the summary plus the rest. The client runs its own tools.
 //!
 //! This module starts the server and owns what every route shares (keys, session names); `front`
-//! answers a request of any of the three formats.
+//! answers a request of any of the three formats; `route` picks the model that answers it.
 
 mod front;
+mod route;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use self::front::Format;
+use self::route::Upstreams;
 
 use crate::cli::ServeArgs;
 use crate::models::{self, Purpose};
@@ -49,7 +51,7 @@ struct Shared {
     agent: SessionAgent,
     api_key: Option<String>,
     permits: Arc<Semaphore>,
-    model: String,
+    upstreams: Upstreams,
     max_body_bytes: usize,
     timeout: Duration,
 }
@@ -76,6 +78,7 @@ pub async fn serve(globals: &Globals, args: ServeArgs) -> Result<()> {
     }
     let models = models::build(&loaded.config, Purpose::Turns, globals.model_path.as_deref()).await?;
     let model = models.large.info().model.clone();
+    let upstreams = Upstreams::new(&loaded.config, models.large.clone(), globals.model_path.is_some());
     let db = sessions::db_path(globals.db.as_deref())?;
     let opened = sessions::open_store(&db).await?;
     let store = opened.shared();
@@ -86,7 +89,7 @@ pub async fn serve(globals: &Globals, args: ServeArgs) -> Result<()> {
         agent,
         api_key,
         permits: Arc::new(Semaphore::new(usize::try_from(args.max_concurrent).unwrap_or(4096))),
-        model: model.clone(),
+        upstreams,
         max_body_bytes: args.max_body_bytes,
         timeout: Duration::from_secs(args.request_timeout),
     });
@@ -156,9 +159,15 @@ async fn list_models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> R
     }
     axum::Json(json!({
         "object": "list",
-        "data": [{"id": shared.model, "object": "model", "created": 0, "owned_by": "phosphor"}],
+        "data": [{"id": shared.upstreams.main().info().model, "object": "model", "created": 0, "owned_by": "phosphor"}],
     }))
     .into_response()
+}
+
+/// The key a client sent for the upstream (`route::client_credential`): none when the proxy has a
+/// key of its own, since the client's key is then the proxy's.
+fn forwarded_credential(shared: &Shared, headers: &HeaderMap) -> Option<phosphor_llm::Credential> {
+    if shared.api_key.is_some() { None } else { route::client_credential(headers) }
 }
 
 /// With a key configured, the client sends it as `Authorization: Bearer <key>` (OpenAI clients,

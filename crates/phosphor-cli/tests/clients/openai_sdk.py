@@ -28,7 +28,7 @@ messages = [
 ]
 
 # 1. A tool call, not streamed; the raw response gives the session header.
-raw = client.chat.completions.with_raw_response.create(model="phosphor", messages=messages, tools=tools)
+raw = client.chat.completions.with_raw_response.create(model="mock-large", messages=messages, tools=tools)
 first = raw.parse()
 call = first.choices[0].message.tool_calls[0]
 seen["session"] = raw.headers.get("x-phosphor-session-id")
@@ -44,7 +44,7 @@ messages.append({"role": "tool", "tool_call_id": call.id, "content": 'fn main() 
 # 2. A streamed text answer, read chunk by chunk.
 text = ""
 finish = None
-for chunk in client.chat.completions.create(model="phosphor", messages=messages, tools=tools, stream=True):
+for chunk in client.chat.completions.create(model="mock-large", messages=messages, tools=tools, stream=True):
     if chunk.choices:
         text += chunk.choices[0].delta.content or ""
         finish = chunk.choices[0].finish_reason or finish
@@ -53,7 +53,7 @@ messages.append({"role": "assistant", "content": text})
 messages.append({"role": "user", "content": "And src/b.rs?"})
 
 # 3. A streamed tool call, assembled from its deltas as the SDK's users do.
-with client.chat.completions.stream(model="phosphor", messages=messages, tools=tools) as stream:
+with client.chat.completions.stream(model="mock-large", messages=messages, tools=tools) as stream:
     for event in stream:
         pass
     final = stream.get_final_completion()
@@ -66,13 +66,13 @@ seen["third"] = {
 
 # 4. Errors arrive as the SDK's own exceptions.
 try:
-    client.chat.completions.create(model="phosphor", messages=[{"role": "wizard", "content": "hi"}])
+    client.chat.completions.create(model="mock-large", messages=[{"role": "wizard", "content": "hi"}])
     seen["bad_request"] = None
 except openai.BadRequestError as error:
     seen["bad_request"] = {"status": error.status_code, "message": error.message}
 try:
     openai.OpenAI(base_url=base_url + "/v1", api_key="wrong", max_retries=0).chat.completions.create(
-        model="phosphor", messages=[{"role": "user", "content": "hi"}]
+        model="mock-large", messages=[{"role": "user", "content": "hi"}]
     )
     seen["wrong_key"] = None
 except openai.AuthenticationError as error:
