@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use phosphor_base::config::{Options, SummarizeModel};
 use phosphor_base::{
-    ChatModel, Message, MessageStatus, Part, Role, Session, TokenCounter, TokenLedger, ToolSpec,
+    ChatModel, Message, MessageStatus, Part, Passthrough, Role, Session, TokenCounter, TokenLedger, ToolSpec,
 };
 use phosphor_prompt::Profiles;
 use phosphor_store::SessionStore;
@@ -129,6 +129,9 @@ pub(crate) struct Cache {
     /// The model the last proxied request named ([`crate::Exchange::model`]), when it is not the
     /// session model: it answers, and its window is the session's ([`SessionAgent::model_of`]).
     pub(crate) model: Option<Arc<dyn ChatModel>>,
+    /// What the last proxied request passed through to an upstream of its own API
+    /// ([`crate::Exchange::passthrough`]), sent with each of its model requests (not summaries).
+    pub(crate) passthrough: Option<Passthrough>,
 }
 
 /// What a request carries besides the history, when a client sends its own: the system prompt,
@@ -417,6 +420,7 @@ impl SessionAgent {
             masked,
             frame: None,
             model: None,
+            passthrough: None,
         })
     }
 

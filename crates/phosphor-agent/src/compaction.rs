@@ -482,6 +482,8 @@ fn summary_request(
         conversation_id: Some(session_id.to_owned()),
         repeat_penalty: Some(repeat_penalty).filter(|p| *p != 1.0),
         outline,
+        // The summarizer's own request: nothing of the client's passes.
+        passthrough: None,
     }
 }
 

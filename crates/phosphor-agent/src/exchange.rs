@@ -10,7 +10,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use phosphor_base::{
-    ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Role, Session, ToolSpec, Usage,
+    ChatModel, ChatRequest, FinishReason, Message, MessageStatus, Part, Passthrough, Role, Session, ToolSpec,
+    Usage,
 };
 use phosphor_store::{Head, Lease, StoreError};
 use tracing::Instrument;
@@ -40,6 +41,9 @@ pub struct Exchange {
     /// answers, its window bounds the session from this request on, and `summarize_model:
     /// "main"` means it. `None`: the session model.
     pub model: Option<Arc<dyn ChatModel>>,
+    /// What the client sent for an upstream of its own API (`phosphor_base::Passthrough`): sent
+    /// with the answer's request when the model speaks that API, never with a summary's.
+    pub passthrough: Option<Passthrough>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -51,6 +55,7 @@ impl std::fmt::Debug for Exchange {
             .field("max_output_tokens", &self.max_output_tokens)
             .field("temperature", &self.temperature)
             .field("model", &self.model.as_ref().map(|m| m.info().model.clone()))
+            .field("passthrough", &self.passthrough)
             .finish()
     }
 }
@@ -102,13 +107,15 @@ impl SessionAgent {
         exchange: Exchange,
         events: Option<&EventSender>,
     ) -> Result<Reply> {
-        let Exchange { system_prompt, tools, messages, max_output_tokens, temperature, model } = exchange;
+        let Exchange { system_prompt, tools, messages, max_output_tokens, temperature, model, passthrough } =
+            exchange;
         let fixed = policy::fixed_tokens(&system_prompt, &tools, self.counter.as_ref());
         let frame = Frame { system_prompt, tools, fixed };
         if cache.frame.as_ref() != Some(&frame) {
             cache.frame = Some(frame);
         }
         cache.model = model;
+        cache.passthrough = passthrough;
         let info = self.model_of(cache).info().clone();
         let overhead = fixed + policy::reserve(&info);
 
@@ -217,6 +224,7 @@ impl SessionAgent {
             tools: exchange.tools.clone(),
             max_output_tokens: Some(sampling.output_limit(info, estimate)),
             temperature: sampling.temperature,
+            passthrough: exchange.passthrough.clone(),
             ..ChatRequest::default()
         };
         let completion = self.call_model(model.as_ref(), request, events).await?;

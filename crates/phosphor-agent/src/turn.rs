@@ -410,6 +410,7 @@ impl SessionAgent {
             conversation_id: Some(cache.session.id.clone()),
             repeat_penalty: None,
             outline: None,
+            passthrough: cache.passthrough.clone(),
         }
     }
 

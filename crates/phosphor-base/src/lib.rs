@@ -28,5 +28,7 @@ pub mod tokens;
 
 pub use error::{Error, Result};
 pub use message::{FinishReason, Message, MessageStatus, Part, Role, Session, ToolCall, ToolResult, Usage};
-pub use model::{ChatModel, ChatRequest, ChatStream, Completion, ModelInfo, StreamEvent, ToolSpec};
+pub use model::{
+    ChatModel, ChatRequest, ChatStream, Completion, ModelInfo, Passthrough, StreamEvent, ToolSpec,
+};
 pub use tokens::{ApproxCounter, TokenCounter, TokenLedger};

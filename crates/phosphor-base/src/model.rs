@@ -52,6 +52,38 @@ pub struct ChatRequest {
     /// are not sent it, and follow the prompt alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outline: Option<crate::outline::Outline>,
+    /// What a proxied client sent that only an upstream of its own API understands (see
+    /// [`Passthrough`]); never stored, and sent only by a backend that speaks `passthrough.api`.
+    #[serde(skip)]
+    pub passthrough: Option<Passthrough>,
+}
+
+/// Fields and headers of a proxied client's request that Phosphor does not read but an upstream
+/// speaking the client's own API does (Anthropic's `metadata` and `context_management` with its
+/// `anthropic-beta` header, Responses' `reasoning` and `include`, ...). Which ones pass is each
+/// wire's list (`phosphor_wire::anthropic::PASSED_THROUGH`, `phosphor_wire::responses::PASSED_THROUGH`);
+/// a backend of another API drops them, and none overrides a field Phosphor writes itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Passthrough {
+    /// The API they belong to.
+    pub api: crate::config::Api,
+    /// Top-level body fields, as the client sent them.
+    pub fields: serde_json::Map<String, serde_json::Value>,
+    /// Request headers (lowercase names), as the client sent them.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Passthrough {
+    /// Adds the fields to `body` (a JSON object) when they belong to `api`, leaving every field
+    /// `body` already has as it is.
+    pub fn merge_into(this: Option<&Passthrough>, api: crate::config::Api, body: &mut serde_json::Value) {
+        let (Some(passthrough), Some(object)) = (this.filter(|p| p.api == api), body.as_object_mut()) else {
+            return;
+        };
+        for (key, value) in &passthrough.fields {
+            object.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
 }
 
 /// What a backend knows about the model behind it.

@@ -2137,10 +2137,19 @@ async fn claude_code_finishes_a_long_task(api: Api) {
     check_long_task_requests(&requests, window, "Read");
     // Every request for the session model was a session; Claude Code's calls to its small model
     // (titles, topic checks), if it made any, passed through as sent and stored nothing.
-    let models: std::collections::BTreeSet<String> = requests.iter().map(|r| upstream_model(r)).collect();
+    let models: std::collections::BTreeSet<String> = requests.iter().map(upstream_model).collect();
     eprintln!("models asked upstream: {models:?}");
     let sessions = sessions_json(&env);
     assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+    if api == Api::Anthropic {
+        // Its own API on both sides: what Claude Code sends for Anthropic reaches it (its
+        // `metadata`, its `anthropic-beta` header); the summaries are Phosphor's own requests.
+        for request in &requests {
+            let turn = upstream_view(request).tools.iter().any(|t| t == "Read");
+            assert_eq!(request.body.get("metadata").is_some(), turn, "{:.300}", request.body.to_string());
+            assert_eq!(request.header("anthropic-beta").is_some(), turn, "{:?}", request.headers);
+        }
+    }
 }
 
 /// The model an upstream request asked for, in any of the three APIs.
@@ -2194,7 +2203,16 @@ async fn codex_finishes_a_long_task(api: Api) {
     let out = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "codex: {out}\n{}", String::from_utf8_lossy(&output.stderr));
     assert!(out.contains("DONE"), "codex printed {out}");
-    check_long_task_requests(&server.requests(), window, "exec_command");
+    let requests = server.requests();
+    check_long_task_requests(&requests, window, "exec_command");
+    if api == Api::Responses {
+        // Its own API on both sides: Codex's reasoning settings and includes reach the upstream.
+        for request in requests.iter().filter(|r| upstream_view(r).tools.iter().any(|t| t == "exec_command"))
+        {
+            assert!(request.body.get("include").is_some(), "{:.300}", request.body.to_string());
+            assert!(request.body.get("reasoning").is_some(), "{:.300}", request.body.to_string());
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

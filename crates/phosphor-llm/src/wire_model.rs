@@ -281,11 +281,22 @@ impl Call {
 
     async fn attempt(&self) -> std::result::Result<Open, (Error, Option<Duration>)> {
         let body = self.inner.request_body(&self.request).to_string();
+        let mut headers = self.inner.headers.clone();
+        // A client's own headers of this API (`anthropic-beta`), next to ours.
+        for (name, value) in
+            self.request.passthrough.iter().filter(|p| p.api == self.inner.api).flat_map(|p| &p.headers)
+        {
+            if let (Ok(name), Ok(value)) =
+                (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value))
+            {
+                headers.entry(name).or_insert(value);
+            }
+        }
         let response = self
             .inner
             .http
             .post(&self.inner.url)
-            .headers(self.inner.headers.clone())
+            .headers(headers)
             .body(body)
             .send()
             .await

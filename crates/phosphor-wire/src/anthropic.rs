@@ -35,6 +35,15 @@ use crate::inbound::{
 /// The block types a message's `content` may hold.
 const BLOCK_TYPES: &str = "text, image, document, thinking, redacted_thinking, tool_use, tool_result";
 
+/// The fields of a Messages request that reach an Anthropic upstream as the client sent them.
+/// `thinking` is not among them: with thinking on, Anthropic wants each earlier assistant turn's
+/// signed thinking block back, and Phosphor does not keep signatures.
+pub const PASSED_THROUGH: &[&str] =
+    &["metadata", "context_management", "tool_choice", "top_k", "top_p", "stop_sequences", "service_tier"];
+
+/// The request headers that reach an Anthropic upstream as the client sent them.
+pub const HEADERS_PASSED_THROUGH: &[&str] = &["anthropic-beta"];
+
 /// Reads a Messages request body.
 pub fn read_request(bytes: &[u8]) -> Result<Inbound, WireError> {
     let body = object(bytes)?;
@@ -93,6 +102,7 @@ pub fn read_request(bytes: &[u8]) -> Result<Inbound, WireError> {
         conversation_key: None,
         show_reasoning: thinking,
         stream_usage: true,
+        passed_through: crate::inbound::passed_through(&body, PASSED_THROUGH),
     })
 }
 

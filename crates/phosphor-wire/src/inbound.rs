@@ -29,6 +29,20 @@ pub struct Inbound {
     pub show_reasoning: bool,
     /// Whether a stream should end with usage (see [`Meta::stream_usage`]).
     pub stream_usage: bool,
+    /// The body's fields that pass to an upstream of the same API as they came (each format's
+    /// `PASSED_THROUGH`; chat completions passes none).
+    pub passed_through: serde_json::Map<String, Value>,
+}
+
+/// The fields of `body` named in `names`, as they are.
+pub(crate) fn passed_through(
+    body: &serde_json::Map<String, Value>,
+    names: &[&str],
+) -> serde_json::Map<String, Value> {
+    names
+        .iter()
+        .filter_map(|name| Some(((*name).to_owned(), body.get(*name).filter(|v| !v.is_null())?.clone())))
+        .collect()
 }
 
 /// What an answer carries besides its content, known before the model answers (a stream begins

@@ -34,6 +34,21 @@ use crate::inbound::{
 /// The input item types this server reads.
 const ITEM_TYPES: &str = "message, function_call, function_call_output, reasoning";
 
+/// The fields of a Responses request that reach a Responses upstream as the client sent them: the
+/// reasoning effort and summary, what to include (Codex asks for `reasoning.encrypted_content`),
+/// the text verbosity, the tool choice, ... Phosphor writes `store`, `prompt_cache_key`,
+/// `instructions` and `input` itself.
+pub const PASSED_THROUGH: &[&str] = &[
+    "reasoning",
+    "include",
+    "text",
+    "tool_choice",
+    "parallel_tool_calls",
+    "service_tier",
+    "top_p",
+    "metadata",
+];
+
 /// Reads a Responses request body.
 pub fn read_request(bytes: &[u8]) -> Result<Inbound, WireError> {
     let body = object(bytes)?;
@@ -93,6 +108,7 @@ pub fn read_request(bytes: &[u8]) -> Result<Inbound, WireError> {
         conversation_key: opt_str(&body, "prompt_cache_key", "")?.map(str::to_owned),
         show_reasoning: false,
         stream_usage: true,
+        passed_through: crate::inbound::passed_through(&body, PASSED_THROUGH),
     })
 }
 

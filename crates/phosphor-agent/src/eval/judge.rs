@@ -113,6 +113,7 @@ fn request(messages: Vec<Message>, max_output_tokens: u64) -> ChatRequest {
         conversation_id: None,
         repeat_penalty: None,
         outline: None,
+        passthrough: None,
     }
 }
 

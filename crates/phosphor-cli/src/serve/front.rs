@@ -11,6 +11,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use phosphor_agent::{AgentError, AgentEvent, Exchange, Reply};
+use phosphor_base::Passthrough;
+use phosphor_base::config::Api;
 use phosphor_prune::PairingViolation;
 use phosphor_wire::{
     Answer, Delta, Failure, FailureKind, Inbound, Meta, WireError, Writer, anthropic, chat, responses,
@@ -74,6 +76,22 @@ impl Format {
             Format::Anthropic => Box::new(anthropic::Stream::new(meta)),
             Format::Responses => Box::new(responses::Stream::new(meta)),
         }
+    }
+
+    /// What a request of this format passes to an upstream of the same API: the body's fields its
+    /// wire names (`PASSED_THROUGH`) and, for Anthropic, the `anthropic-beta` header. `None`
+    /// when there is nothing to pass, and always for chat completions.
+    fn passthrough(self, headers: &HeaderMap, fields: serde_json::Map<String, Value>) -> Option<Passthrough> {
+        let (api, names) = match self {
+            Format::Chat => return None,
+            Format::Anthropic => (Api::Anthropic, anthropic::HEADERS_PASSED_THROUGH),
+            Format::Responses => (Api::Responses, &[][..]),
+        };
+        let headers: Vec<(String, String)> = names
+            .iter()
+            .filter_map(|name| Some(((*name).to_owned(), headers.get(*name)?.to_str().ok()?.to_owned())))
+            .collect();
+        (!fields.is_empty() || !headers.is_empty()).then_some(Passthrough { api, fields, headers })
     }
 
     /// A failure as this format's error response, with `Retry-After` where it has one.
@@ -174,7 +192,7 @@ async fn respond(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Failure> {
-    let inbound = read(format, &shared, &headers, body).await?;
+    let mut inbound = read(format, &shared, &headers, body).await?;
     let name = session_name(&headers, inbound.conversation_key.as_deref())?;
     let Ok(permit) = shared.permits.clone().try_acquire_owned() else {
         let mut failure = Failure::new(
@@ -188,9 +206,11 @@ async fn respond(
     let chosen =
         shared.upstreams.choose(inbound.model.as_deref(), forwarded_credential(&shared, &headers))?;
     let meta = format.meta(&inbound, &chosen.model.info().model);
+    let passthrough = format.passthrough(&headers, std::mem::take(&mut inbound.passed_through));
     let Inbound { system_prompt, tools, messages, max_output_tokens, temperature, stream, .. } = inbound;
-    let model = (!Arc::ptr_eq(&chosen.model, &shared.agent.large_model())).then_some(chosen.model);
-    let mut exchange = Exchange { system_prompt, tools, messages, max_output_tokens, temperature, model };
+    let model = (!Arc::ptr_eq(&chosen.model, shared.agent.large_model())).then_some(chosen.model);
+    let mut exchange =
+        Exchange { system_prompt, tools, messages, max_output_tokens, temperature, model, passthrough };
     let (events, received) = mpsc::unbounded_channel();
     if !chosen.main && shared.agent.fits_as_sent(&exchange) {
         // Another model than the session's, on a request no compaction would touch: as it came.

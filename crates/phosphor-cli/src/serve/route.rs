@@ -34,8 +34,11 @@ pub(super) struct Upstreams {
     main: Arc<dyn ChatModel>,
     /// Whether [`Upstreams::main`] is the configured remote `models.large`.
     remote: bool,
-    built: Mutex<HashMap<(String, Option<Credential>), Arc<dyn ChatModel>>>,
+    built: Mutex<HashMap<Built, Arc<dyn ChatModel>>>,
 }
+
+/// What a built model is kept under: its id, and the client key it sends.
+type Built = (String, Option<Credential>);
 
 /// The model that answers one request.
 pub(super) struct Chosen {

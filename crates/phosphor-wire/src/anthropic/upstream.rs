@@ -28,7 +28,9 @@ use crate::upstream::{ReadError, Tally, data};
 /// The `anthropic-version` header every request carries.
 pub const VERSION: &str = "2023-06-01";
 
-/// The body of a streamed Messages request for `model`, answering in at most `max_tokens`.
+/// The body of a streamed Messages request for `model`, answering in at most `max_tokens`, with
+/// the fields a Messages client passed through (`ChatRequest::passthrough`) where Phosphor writes
+/// none of its own.
 pub fn request_body(model: &str, request: &ChatRequest, max_tokens: u64) -> Value {
     let leading = request.messages.iter().take_while(|m| m.role == Role::System).count();
     let system: Vec<String> = request.messages[..leading]
@@ -87,6 +89,18 @@ pub fn request_body(model: &str, request: &ChatRequest, max_tokens: u64) -> Valu
         // Through its decimal text, so that 0.7f32 is sent as 0.7. Anthropic allows 0 to 1.
         let value: f64 = temperature.to_string().parse().unwrap_or(f64::from(temperature));
         body["temperature"] = json!(value.clamp(0.0, 1.0));
+    }
+    phosphor_base::Passthrough::merge_into(
+        request.passthrough.as_ref(),
+        phosphor_base::config::Api::Anthropic,
+        &mut body,
+    );
+    if body.get("tools").is_none() {
+        // A tool choice without tools is refused; the client's tools are the request's.
+        if let Some(object) = body.as_object_mut() {
+            object.remove("tool_choice");
+            object.remove("parallel_tool_calls");
+        }
     }
     body
 }
@@ -574,5 +588,56 @@ data: {"type":"message_stop"}
         let inbound = crate::anthropic::read_request(body.to_string().as_bytes()).unwrap();
         assert_eq!(inbound.system_prompt, "You are terse.");
         assert_eq!(inbound.messages.len(), 6, "{:?}", inbound.messages);
+    }
+
+    #[test]
+    fn a_clients_own_fields_pass_to_its_own_api_and_never_over_ours() {
+        let client = json!({
+            "model": "claude-sonnet-4-5", "max_tokens": 32000, "stream": true,
+            "messages": [{"role": "user", "content": "hi"}],
+            "metadata": {"user_id": "user_abc"}, "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+            "tool_choice": {"type": "auto"}, "thinking": {"type": "enabled", "budget_tokens": 1024}
+        });
+        let inbound = crate::anthropic::read_request(client.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            inbound.passed_through.keys().collect::<Vec<_>>(),
+            ["metadata", "context_management", "tool_choice"],
+            "thinking never passes: Phosphor keeps no signatures"
+        );
+        let mut fields = inbound.passed_through.clone();
+        fields.insert("max_tokens".into(), json!(1));
+        let passthrough = phosphor_base::Passthrough {
+            api: phosphor_base::config::Api::Anthropic,
+            fields,
+            headers: vec![],
+        };
+        let tool = ToolSpec {
+            name: "Read".into(),
+            description: "Reads".into(),
+            parameters: json!({"type": "object"}),
+        };
+        let request = ChatRequest {
+            messages: inbound.messages.clone(),
+            tools: vec![tool],
+            passthrough: Some(passthrough.clone()),
+            ..ChatRequest::default()
+        };
+        let body = request_body("claude-sonnet-4-5", &request, 1000);
+        assert_eq!(body["metadata"], json!({"user_id": "user_abc"}));
+        assert_eq!(body["context_management"]["edits"][0]["type"], "clear_tool_uses_20250919");
+        assert_eq!(body["tool_choice"], json!({"type": "auto"}));
+        assert_eq!(body["max_tokens"], 1000, "a field Phosphor writes stays Phosphor's");
+        assert!(body.get("thinking").is_none());
+        // Without tools the tool choice would be refused; for another API nothing passes.
+        let bare = ChatRequest { tools: vec![], ..request.clone() };
+        assert!(request_body("m", &bare, 10).get("tool_choice").is_none());
+        let other = ChatRequest {
+            passthrough: Some(phosphor_base::Passthrough {
+                api: phosphor_base::config::Api::Responses,
+                ..passthrough
+            }),
+            ..request
+        };
+        assert!(request_body("m", &other, 10).get("metadata").is_none());
     }
 }

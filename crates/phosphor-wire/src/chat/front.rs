@@ -70,6 +70,7 @@ pub fn read_request(bytes: &[u8]) -> Result<Inbound, WireError> {
         conversation_key: None,
         show_reasoning: true,
         stream_usage,
+        passed_through: serde_json::Map::new(),
     })
 }
 

@@ -24,7 +24,8 @@ use crate::sse::Event;
 use crate::upstream::{ReadError, Tally, data};
 
 /// The body of a streamed, stateless Responses request for `model`, answering in at most
-/// `max_output_tokens`.
+/// `max_output_tokens`, with the fields a Responses client passed through
+/// (`ChatRequest::passthrough`) where Phosphor writes none of its own.
 pub fn request_body(model: &str, request: &ChatRequest, max_output_tokens: u64) -> Value {
     let leading = request.messages.iter().take_while(|m| m.role == Role::System).count();
     let instructions: Vec<String> = request.messages[..leading]
@@ -62,6 +63,18 @@ pub fn request_body(model: &str, request: &ChatRequest, max_output_tokens: u64) 
     }
     if let Some(key) = &request.conversation_id {
         body["prompt_cache_key"] = json!(key);
+    }
+    phosphor_base::Passthrough::merge_into(
+        request.passthrough.as_ref(),
+        phosphor_base::config::Api::Responses,
+        &mut body,
+    );
+    if body.get("tools").is_none() {
+        // A tool choice without tools is refused; the client's tools are the request's.
+        if let Some(object) = body.as_object_mut() {
+            object.remove("tool_choice");
+            object.remove("parallel_tool_calls");
+        }
     }
     body
 }
@@ -357,5 +370,36 @@ data: {"type":"response.completed","sequence_number":8,"response":{"id":"resp_1"
         assert_eq!(inbound.system_prompt, "You are Codex.");
         let roles: Vec<Role> = inbound.messages.iter().map(|m| m.role).collect();
         assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::System]);
+    }
+
+    #[test]
+    fn codex_s_reasoning_and_includes_pass_to_a_responses_upstream() {
+        let client = json!({
+            "model": "gpt-5.1-codex", "instructions": "Be brief.", "store": false, "stream": true,
+            "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}],
+            "reasoning": {"effort": "high", "summary": "auto"}, "include": ["reasoning.encrypted_content"],
+            "prompt_cache_key": "theirs", "parallel_tool_calls": false
+        });
+        let inbound = crate::responses::read_request(client.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            inbound.passed_through.keys().collect::<Vec<_>>(),
+            ["reasoning", "include", "parallel_tool_calls"]
+        );
+        let request = ChatRequest {
+            messages: inbound.messages.clone(),
+            conversation_id: Some("ours".into()),
+            passthrough: Some(phosphor_base::Passthrough {
+                api: phosphor_base::config::Api::Responses,
+                fields: inbound.passed_through,
+                headers: vec![],
+            }),
+            ..ChatRequest::default()
+        };
+        let body = request_body("gpt-5.1-codex", &request, 1000);
+        assert_eq!(body["reasoning"], json!({"effort": "high", "summary": "auto"}));
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(body["prompt_cache_key"], "ours");
+        assert_eq!(body["store"], false);
+        assert!(body.get("parallel_tool_calls").is_none(), "no tools, no parallel tool calls");
     }
 }
