@@ -739,6 +739,9 @@ fn type_error(
     ConfigError::Type { file, json_path, message: error.inner().to_string() }
 }
 
+/// The problem of a number outside what a key allows.
+const OUT_OF_RANGE: &str = "is out of range";
+
 /// Cross-field and range checks on the merged configuration.
 fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), ConfigError> {
     let invalid = |json_path: &str, typed: Value, problem: &str, allowed: String| ConfigError::Invalid {
@@ -748,7 +751,6 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
         problem: problem.to_owned(),
         allowed,
     };
-    const OUT_OF_RANGE: &str = "is out of range";
     const THRESHOLD: &str = "options.summarize_threshold";
     const CHARS: &str = "options.summarize_tool_output_chars";
     const AGGRESSIVE: &str = "options.summarize_tool_output_aggressive_chars";
@@ -918,20 +920,29 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
                 "the model id the provider knows, such as gpt-4.1".to_owned(),
             ));
         }
-        for (key, tokens) in
-            [("context_window", model.context_window), ("max_output_tokens", model.max_output_tokens)]
-        {
-            if tokens == 0 {
-                return Err(invalid(
-                    &format!("models.{slot}.{key}"),
-                    tokens.into(),
-                    OUT_OF_RANGE,
-                    "a whole number of tokens > 0".to_owned(),
-                ));
-            }
-        }
+        check_budget(&format!("models.{slot}"), model.context_window, model.max_output_tokens, &invalid)?;
     }
     validate_windows(config, &invalid)
+}
+
+/// Checks a model's window and output limit under `path`: each at least a token.
+fn check_budget(
+    path: &str,
+    context_window: u64,
+    max_output_tokens: u64,
+    invalid: &dyn Fn(&str, Value, &str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for (field, tokens) in [("context_window", context_window), ("max_output_tokens", max_output_tokens)] {
+        if tokens == 0 {
+            return Err(invalid(
+                &format!("{path}.{field}"),
+                tokens.into(),
+                OUT_OF_RANGE,
+                "a whole number of tokens > 0".to_owned(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks `models.windows`: keys that name models, windows of at least a token.
@@ -944,18 +955,7 @@ fn validate_windows(
         if let Err(problem) = crate::windows::check_key(key) {
             return Err(invalid(&path, key.clone().into(), problem, crate::windows::KEY_RULE.to_owned()));
         }
-        for (field, tokens) in
-            [("context_window", window.context_window), ("max_output_tokens", window.max_output_tokens)]
-        {
-            if tokens == 0 {
-                return Err(invalid(
-                    &format!("{path}.{field}"),
-                    tokens.into(),
-                    "is out of range",
-                    "a whole number of tokens > 0".to_owned(),
-                ));
-            }
-        }
+        check_budget(&path, window.context_window, window.max_output_tokens, invalid)?;
     }
     Ok(())
 }

@@ -75,13 +75,17 @@ pub struct Passthrough {
 
 impl Passthrough {
     /// Adds the fields to `body` (a JSON object) when they belong to `api`, leaving every field
-    /// `body` already has as it is.
+    /// `body` already has as it is. A body without `tools` gets no tool choice: the APIs refuse one
+    /// (the client's tools are the request's, so it had none either).
     pub fn merge_into(this: Option<&Passthrough>, api: crate::config::Api, body: &mut serde_json::Value) {
         let (Some(passthrough), Some(object)) = (this.filter(|p| p.api == api), body.as_object_mut()) else {
             return;
         };
+        let has_tools = object.contains_key("tools");
         for (key, value) in &passthrough.fields {
-            object.entry(key.clone()).or_insert_with(|| value.clone());
+            if has_tools || !matches!(key.as_str(), "tool_choice" | "parallel_tool_calls") {
+                object.entry(key.clone()).or_insert_with(|| value.clone());
+            }
         }
     }
 }

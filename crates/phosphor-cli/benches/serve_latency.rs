@@ -11,12 +11,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
 use phosphor_testkit::{MockServer, RecordedRequest, sse_text};
 use serde_json::{Value, json};
+
+mod common;
+use common::{Proxy, percentile};
 
 const TURNS: usize = 100;
 /// Words of each user request (about 225 tokens): 100 turns stay far under the window.
@@ -34,21 +37,9 @@ fn main() {
     runtime.block_on(run());
 }
 
-/// A running `phosphor serve`, killed when dropped.
-struct Proxy {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_proxy(dir: &std::path::Path) -> Proxy {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_phosphor"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_phosphor"));
+    command
         .current_dir(dir)
         .env("HOME", dir)
         .env("XDG_CONFIG_HOME", dir.join(".config"))
@@ -58,19 +49,8 @@ fn start_proxy(dir: &std::path::Path) -> Proxy {
         .arg(dir.join("sessions.db"))
         .arg("--config")
         .arg(dir.join("phosphor.json"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("phosphor serve");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("the proxy's address");
-    let url = line.trim().strip_prefix("listening on ").expect("serve printed its address").to_owned();
-    Proxy { child, url }
+        .arg("serve");
+    common::start_proxy(command)
 }
 
 /// The mock upstream's every answer.
@@ -93,11 +73,6 @@ async fn post(client: &reqwest::Client, url: &str, name: &str, body: &Value) -> 
     let seconds = started.elapsed().as_secs_f64();
     assert!(status == 200 && text.contains(ANSWER), "{url}: {status} {text}");
     seconds
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[at.min(sorted.len() - 1)]
 }
 
 async fn run() {

@@ -13,13 +13,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
 use phosphor_base::{ApproxCounter, TokenCounter};
 use phosphor_testkit::{MockServer, RecordedRequest, sse_text};
 use serde_json::{Value, json};
+
+mod common;
+use common::{Proxy, percentile};
 
 const CLIENTS: usize = 16;
 const TURNS: usize = 20;
@@ -45,19 +48,6 @@ fn main() {
     runtime.block_on(run(&url));
 }
 
-/// A running `phosphor serve`, killed when dropped.
-struct Proxy {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn phosphor(dir: &std::path::Path, db: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_phosphor"));
     command
@@ -73,20 +63,9 @@ fn phosphor(dir: &std::path::Path, db: &str) -> Command {
 }
 
 fn start_proxy(dir: &std::path::Path, db: &str) -> Proxy {
-    let mut child = phosphor(dir, db)
-        .args(["serve", "--listen", "127.0.0.1:0", "--max-concurrent", "64"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("phosphor serve");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("the proxy's address");
-    let url = line.trim().strip_prefix("listening on ").expect("serve printed its address").to_owned();
-    Proxy { child, url }
+    let mut command = phosphor(dir, db);
+    command.args(["serve", "--max-concurrent", "64"]);
+    common::start_proxy(command)
 }
 
 /// Sends `body`; (status, body text, seconds).
@@ -155,11 +134,6 @@ async fn drive(
         histories.push(h);
     }
     (latencies, histories, started.elapsed().as_secs_f64())
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[at.min(sorted.len() - 1)]
 }
 
 fn is_summary(request: &RecordedRequest) -> bool {

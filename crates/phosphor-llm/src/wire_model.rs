@@ -444,13 +444,6 @@ pub enum Credential {
 }
 
 impl Credential {
-    /// The secret itself.
-    pub fn secret(&self) -> &str {
-        match self {
-            Credential::ApiKey(secret) | Credential::Bearer(secret) => secret,
-        }
-    }
-
     fn into_secret(self) -> String {
         match self {
             Credential::ApiKey(secret) | Credential::Bearer(secret) => secret,

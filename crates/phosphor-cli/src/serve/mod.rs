@@ -257,15 +257,17 @@ mod tests {
         assert!(!constant_time_eq(b"sEcret", b"secret"));
     }
 
+    /// Request headers of `pairs`.
+    pub(super) fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().unwrap());
+        }
+        map
+    }
+
     #[test]
     fn sessions_are_named_by_the_header_then_the_client_key() {
-        let headers = |pairs: &[(&'static str, &str)]| {
-            let mut map = HeaderMap::new();
-            for (name, value) in pairs {
-                map.insert(*name, value.parse().unwrap());
-            }
-            map
-        };
         let uuid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
         assert_eq!(session_name(&headers(&[]), None).unwrap(), "");
         assert_eq!(session_name(&headers(&[("x-claude-code-session-id", uuid)]), Some("k")).unwrap(), uuid);

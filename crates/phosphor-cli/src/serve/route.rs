@@ -139,6 +139,7 @@ pub(super) fn client_credential(headers: &HeaderMap) -> Option<Credential> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::headers;
     use super::*;
     use phosphor_base::config::parse_str;
     use std::path::Path;
@@ -200,13 +201,6 @@ mod tests {
 
     #[test]
     fn a_client_key_is_read_as_sent() {
-        let headers = |pairs: &[(&'static str, &str)]| {
-            let mut map = HeaderMap::new();
-            for (name, value) in pairs {
-                map.insert(*name, value.parse().unwrap());
-            }
-            map
-        };
         assert_eq!(client_credential(&headers(&[])), None);
         assert_eq!(
             client_credential(&headers(&[("x-api-key", "sk-1")])),

@@ -69,13 +69,6 @@ pub fn request_body(model: &str, request: &ChatRequest, max_output_tokens: u64) 
         phosphor_base::config::Api::Responses,
         &mut body,
     );
-    if body.get("tools").is_none() {
-        // A tool choice without tools is refused; the client's tools are the request's.
-        if let Some(object) = body.as_object_mut() {
-            object.remove("tool_choice");
-            object.remove("parallel_tool_calls");
-        }
-    }
     body
 }
 
