@@ -55,6 +55,13 @@ pub struct Options {
     /// Fraction of the context window at which compaction fires, in (0, 1].
     #[schemars(extend("exclusiveMinimum" = 0, "maximum" = 1))]
     pub summarize_threshold: f64,
+    /// Summaries prepared ahead: at this fraction of the context window (below
+    /// `summarize_threshold`), the summary the next compaction needs is written in the background
+    /// while turns go on, and swapped in when the threshold is reached, so that the turn that
+    /// reaches it does not wait for the summarizer. 0 (the default) turns it off: every summary is
+    /// written when the threshold is reached, and the turn waits for it.
+    #[schemars(range(min = 0, max = 1))]
+    pub summarize_prepare_at: f64,
     /// Which model writes summaries.
     pub summarize_model: SummarizeModel,
     /// Characters kept of each tool output in standard pruning (> 0).
@@ -109,6 +116,7 @@ impl Default for Options {
         Options {
             disable_auto_summarize: false,
             summarize_threshold: 0.8,
+            summarize_prepare_at: 0.0,
             summarize_model: SummarizeModel::Main,
             summarize_tool_output_chars: 200,
             summarize_tool_output_aggressive_chars: 50,
@@ -752,6 +760,7 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
         allowed,
     };
     const THRESHOLD: &str = "options.summarize_threshold";
+    const PREPARE_AT: &str = "options.summarize_prepare_at";
     const CHARS: &str = "options.summarize_tool_output_chars";
     const AGGRESSIVE: &str = "options.summarize_tool_output_aggressive_chars";
     const PROSE: &str = "options.summarize_assistant_text_chars";
@@ -769,6 +778,29 @@ fn validate(config: &Config, merged: &Value, blame: &Blame<'_>) -> Result<(), Co
     let threshold = options.summarize_threshold;
     if !(threshold > 0.0 && threshold <= 1.0) {
         return Err(invalid(THRESHOLD, threshold.into(), OUT_OF_RANGE, "a number > 0 and <= 1".to_owned()));
+    }
+    let prepare_at = options.summarize_prepare_at;
+    if !(prepare_at == 0.0 || (prepare_at > 0.0 && prepare_at < threshold)) {
+        let culprit = if (0.0..=1.0).contains(&prepare_at) {
+            blame.culprit(&[PREPARE_AT, THRESHOLD])
+        } else {
+            PREPARE_AT
+        };
+        return Err(if culprit == PREPARE_AT {
+            invalid(
+                PREPARE_AT,
+                prepare_at.into(),
+                OUT_OF_RANGE,
+                format!("0 (off), or a number > 0 and < {THRESHOLD} ({threshold})"),
+            )
+        } else {
+            invalid(
+                THRESHOLD,
+                threshold.into(),
+                OUT_OF_RANGE,
+                format!("a number > {PREPARE_AT} ({prepare_at}) and <= 1, or {PREPARE_AT} 0"),
+            )
+        });
     }
 
     let (chars, aggressive) =
@@ -1014,6 +1046,7 @@ mod tests {
             "options": {
                 "disable_auto_summarize": false,
                 "summarize_threshold": 0.8,
+                "summarize_prepare_at": 0.0,
                 "summarize_model": "main",
                 "summarize_tool_output_chars": 200,
                 "summarize_tool_output_aggressive_chars": 50,
@@ -1085,6 +1118,20 @@ mod tests {
                 ),
             );
         }
+        for value in ["-0.1", "0.8", "0.9", "1.5"] {
+            check_error(
+                &format!(r#"{{ "options": {{ "summarize_prepare_at": {value} }} }}"#),
+                &format!(
+                    "/cfg/phosphor.json: options.summarize_prepare_at: {value} is out of range; \
+                     allowed: 0 (off), or a number > 0 and < options.summarize_threshold (0.8)"
+                ),
+            );
+        }
+        check_error(
+            r#"{ "options": { "summarize_prepare_at": 0.6, "summarize_threshold": 0.5 } }"#,
+            "/cfg/phosphor.json: options.summarize_prepare_at: 0.6 is out of range; \
+             allowed: 0 (off), or a number > 0 and < options.summarize_threshold (0.5)",
+        );
         check_error(
             r#"{ "options": { "summarize_state_max_tokens": 100 } }"#,
             "/cfg/phosphor.json: options.summarize_state_max_tokens: 100 is out of range; \
