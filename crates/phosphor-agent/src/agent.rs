@@ -18,6 +18,7 @@ use crate::compaction::CompactionReport;
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy;
+use crate::prepare::Preparation;
 use crate::shown::{SUMMARY_PREFIX, masked_len, shown_ledger, summary_as_context};
 use crate::tool::{Tool, Tools};
 use crate::turn::TurnOutcome;
@@ -98,6 +99,7 @@ pub struct SessionAgent {
     pub(crate) counter: Arc<dyn TokenCounter>,
     pub(crate) settings: AgentSettings,
     slots: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    pub(crate) preparation_counters: crate::prepare::PreparationCounters,
     /// [`policy::fixed_tokens`] of the system prompt and tools, counted once (the builder resets it).
     fixed: std::sync::OnceLock<u64>,
 }
@@ -107,6 +109,10 @@ pub struct SessionAgent {
 #[derive(Default)]
 pub(crate) struct Slot {
     pub(crate) cache: Option<Cache>,
+    /// The session's prepared summary while no operation holds the cache: it outlives a cache
+    /// dropped to be reloaded (a shared store, a store error), and is checked against the history
+    /// before use.
+    preparation: Option<Preparation>,
 }
 
 /// The session as the model sees it, kept between turns so that a turn never re-reads or
@@ -132,6 +138,8 @@ pub(crate) struct Cache {
     /// What the last proxied request passed through to an upstream of its own API
     /// ([`crate::Exchange::passthrough`]), sent with each of its model requests (not summaries).
     pub(crate) passthrough: Option<Passthrough>,
+    /// The summary prepared for the session's next compaction ([`crate::prepare`]).
+    pub(crate) preparation: Option<Preparation>,
 }
 
 /// What a request carries besides the history, when a client sends its own: the system prompt,
@@ -178,6 +186,7 @@ impl SessionAgent {
             counter,
             settings: AgentSettings::default(),
             slots: std::sync::Mutex::new(HashMap::new()),
+            preparation_counters: Default::default(),
             fixed: std::sync::OnceLock::new(),
         }
     }
@@ -352,7 +361,11 @@ impl SessionAgent {
             Some(cache) => cache,
             None => self.load(session_id).await?,
         };
+        if let Some(preparation) = guard.preparation.take() {
+            cache.preparation = Some(preparation);
+        }
         let result = work(&mut cache).await;
+        guard.preparation = cache.preparation.take();
         if let Err(err) = &result {
             emit(events, AgentEvent::Error { message: err.to_string() });
         }
@@ -421,6 +434,7 @@ impl SessionAgent {
             frame: None,
             model: None,
             passthrough: None,
+            preparation: None,
         })
     }
 

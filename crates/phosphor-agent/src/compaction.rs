@@ -39,8 +39,11 @@ pub struct CompactionReport {
     pub tokens_after: u64,
     /// How hard the input had to be cut to fit the summarizer (0 = standard pruning).
     pub shed_level: u32,
-    /// Wall time.
+    /// Wall time: how long the session waited for it.
     pub duration: Duration,
+    /// Whether the summary was prepared in the background (`options.summarize_prepare_at`);
+    /// `duration` is then only the wait for what was left of it.
+    pub prepared: bool,
 }
 
 impl SessionAgent {
@@ -51,7 +54,7 @@ impl SessionAgent {
 
     /// The summarizer of a session: `summarize_model: "main"` is the model that answers it
     /// ([`SessionAgent::model_of`]), the others are the configured slots.
-    fn summarizer_of(&self, cache: &Cache) -> Result<Arc<dyn ChatModel>> {
+    pub(crate) fn summarizer_of(&self, cache: &Cache) -> Result<Arc<dyn ChatModel>> {
         match self.options.summarize_model {
             SummarizeModel::Main => Ok(self.model_of(cache).clone()),
             _ => self.summarizer(),
@@ -70,6 +73,8 @@ impl SessionAgent {
         events: Option<&EventSender>,
     ) -> Result<CompactionReport> {
         let started = Instant::now();
+        // A summary prepared for this history no longer applies once another one is installed.
+        self.discard(cache, "a compaction ran inline", events);
         let summarizer = self.summarizer_of(cache)?;
         let info = summarizer.info().clone();
         let tokens_before = self.estimate(cache);
@@ -104,6 +109,7 @@ impl SessionAgent {
                         tokens_after,
                         duration_ms: duration.as_millis() as u64,
                         shed_level,
+                        prepared: false,
                     },
                 );
                 Ok(CompactionReport {
@@ -114,6 +120,7 @@ impl SessionAgent {
                     tokens_after,
                     shed_level,
                     duration,
+                    prepared: false,
                 })
             }
             Err(AgentError::NothingToCompact) => Err(AgentError::NothingToCompact),
@@ -162,7 +169,7 @@ impl SessionAgent {
                 return Err(err);
             }
         };
-        let id = self.install(cache, plan, summary, usage).await?;
+        let id = self.install(cache, &plan, summary, usage).await?;
         guard.message = None;
         Ok((id, level))
     }
@@ -284,7 +291,7 @@ impl SessionAgent {
     pub(crate) async fn install(
         &self,
         cache: &mut Cache,
-        plan: Plan,
+        plan: &Plan,
         mut summary: Message,
         usage: Usage,
     ) -> Result<String> {

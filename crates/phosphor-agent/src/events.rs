@@ -98,6 +98,26 @@ pub enum AgentEvent {
         duration_ms: u64,
         /// How hard the summarizer's input had to be cut to fit (0 = standard pruning).
         shed_level: u32,
+        /// The summary was prepared in the background (`options.summarize_prepare_at`):
+        /// `duration_ms` is how long the session waited for what was left of it.
+        #[serde(default)]
+        prepared: bool,
+    },
+    /// A summary for the next compaction started in the background (`options.summarize_prepare_at`);
+    /// the session goes on meanwhile.
+    SummaryPreparing {
+        /// The summarizer.
+        model: String,
+        /// Estimated request tokens when it started.
+        tokens_before: u64,
+        /// Messages of the history it was cut from (the previous summary and what it folds).
+        messages: u64,
+    },
+    /// A prepared summary was thrown away unused: it was paid for, and the next compaction
+    /// writes its own.
+    PreparedSummaryDiscarded {
+        /// Why.
+        reason: String,
     },
     /// A compaction failed; the session is unchanged.
     CompactionFailed {

@@ -44,6 +44,15 @@ pub fn should_mask(estimate: u64, window: u64, options: &Options) -> bool {
     options.mask_threshold > 0.0 && fraction(estimate, window) >= options.mask_threshold
 }
 
+/// Whether the summary of the next compaction is prepared in the background before a request of
+/// `estimate` tokens that the triggers let go: from `summarize_prepare_at` of the window (0 turns
+/// it off, as `disable_auto_summarize` does: the forced triggers do not wait for a preparation).
+pub fn should_prepare(estimate: u64, window: u64, options: &Options) -> bool {
+    options.summarize_prepare_at > 0.0
+        && !options.disable_auto_summarize
+        && fraction(estimate, window) >= options.summarize_prepare_at
+}
+
 /// Tokens of the newest tool calls and outputs masking leaves whole: `mask_keep_recent_tokens`, but
 /// never more than an eighth of the window.
 pub fn mask_keep_budget(options: &Options, window: u64) -> u64 {

@@ -92,6 +92,11 @@ impl TurnState {
         TurnState { user_id, compactions: Vec::new(), last: Attempt::None, warned: false }
     }
 
+    /// Where the turn's request is in the history (its end when it is not there).
+    fn user_index(&self, cache: &Cache) -> usize {
+        cache.history.iter().rposition(|m| m.id == self.user_id).unwrap_or(cache.history.len())
+    }
+
     /// What was tried, for a warning or a `StillOverflowing` error.
     pub(crate) fn tried(&self) -> String {
         let count = self.compactions.len();
@@ -231,6 +236,10 @@ impl SessionAgent {
         if let Some(reason) = policy::trigger(estimate, reserve, window, &self.options) {
             self.compact_in_turn(cache, turn, reason, events).await?;
             self.check_fit(cache, turn, reserve, window, events)?;
+        } else {
+            // Below the triggers: the next compaction's summary may be written meanwhile.
+            let user = turn.user_index(cache);
+            self.prepare(cache, estimate, Some(user), events).await;
         }
 
         let request = self.build_request(cache, sampling);
@@ -297,13 +306,27 @@ impl SessionAgent {
             turn.last = Attempt::Refused(permit);
             return Ok(false);
         }
-        let user = cache.history.iter().rposition(|m| m.id == turn.user_id);
-        match self.summarize(cache, reason, None, Some(user.unwrap_or(cache.history.len())), events).await {
+        let prepared = self.use_prepared(cache, reason, events).await?;
+        if let Some(report) = prepared.clone() {
+            turn.compactions.push(report);
+            turn.last = Attempt::Compacted;
+            // What came after the prepared summary's cut stays verbatim when it fits; when it does
+            // not, the next (iterative) summary folds it now, in the same step: the prepared one
+            // folded only what was there when it started.
+            let info = self.model_of(cache).info();
+            let (reserve, window) = (policy::reserve(info), info.context_window);
+            if policy::trigger(self.estimate(cache), reserve, window, &self.options).is_none() {
+                return Ok(true);
+            }
+        }
+        let user = turn.user_index(cache);
+        match self.summarize(cache, reason, None, Some(user), events).await {
             Ok(report) => {
                 turn.compactions.push(report);
                 turn.last = Attempt::Compacted;
                 Ok(true)
             }
+            Err(AgentError::NothingToCompact) if prepared.is_some() => Ok(true),
             Err(AgentError::NothingToCompact) => {
                 turn.last = Attempt::NothingToFold;
                 Ok(false)

@@ -48,8 +48,22 @@ impl Renderer {
                 tokens_after,
                 duration_ms,
                 shed_level,
+                prepared,
                 ..
-            } => self.line(&compacted_line(model, *tokens_before, *tokens_after, *duration_ms, *shed_level)),
+            } => {
+                let mut line = compacted_line(model, *tokens_before, *tokens_after, *duration_ms, *shed_level);
+                if *prepared {
+                    line.push_str(" (prepared in the background)");
+                }
+                self.line(&line)
+            }
+            AgentEvent::SummaryPreparing { model, tokens_before, .. } => self.line(&format!(
+                "⟳ preparing the next summary with {model} in the background (at {} tokens)",
+                thousands(*tokens_before)
+            )),
+            AgentEvent::PreparedSummaryDiscarded { reason } => {
+                self.line(&format!("⟳ discarded the prepared summary: {reason}"))
+            }
             AgentEvent::OutputsMasked { outputs, tokens_before, tokens_after, .. } => self.line(&format!(
                 "⟳ masked {outputs} old tool output{}: {} → {} tokens",
                 if *outputs == 1 { "" } else { "s" },
@@ -188,6 +202,7 @@ mod tests {
                 tokens_after: 3_120,
                 duration_ms: 4_200,
                 shed_level: 0,
+                prepared: false,
             },
             AgentEvent::TextDelta { text: "Done.".into() },
             AgentEvent::TurnFinished { message_id: "m".into(), model_calls: 2 },
