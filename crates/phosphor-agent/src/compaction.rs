@@ -437,7 +437,9 @@ pub(crate) async fn write_summary(
                 emit(
                     events,
                     AgentEvent::Warning {
-                        message: format!("the summarizer rejected the input as too long ({err}); shedding more"),
+                        message: format!(
+                            "the summarizer rejected the input as too long ({err}); shedding more"
+                        ),
                     },
                 );
                 summary.parts.clear();
@@ -515,7 +517,9 @@ async fn stream_summary(
         Some(FinishReason::Error(error)) => return incomplete(format!("the model failed: {error}")),
         Some(FinishReason::Length) => emit(
             events,
-            AgentEvent::Warning { message: "the summary reached the output limit and may be cut short".into() },
+            AgentEvent::Warning {
+                message: "the summary reached the output limit and may be cut short".into(),
+            },
         ),
         _ => {}
     }

@@ -164,7 +164,11 @@ impl SessionAgent {
         self.preparation_counters.started.fetch_add(1, Ordering::Relaxed);
         emit(
             events,
-            AgentEvent::SummaryPreparing { model, tokens_before: estimate, messages: plan.prefix.len() as u64 },
+            AgentEvent::SummaryPreparing {
+                model,
+                tokens_before: estimate,
+                messages: plan.prefix.len() as u64,
+            },
         );
         cache.preparation = Some(Preparation { plan, task: AbortOnDrop(task), started: Instant::now() });
     }

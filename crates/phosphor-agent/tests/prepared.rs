@@ -56,14 +56,17 @@ async fn setup(prepare_at: f64, summaries: Vec<phosphor_testkit::Script>, summar
         mask_threshold: 0.0,
         ..Options::default()
     };
-    let models = Models { large: main.clone(), small: Some(small.clone()), embedded: None, configured_large: None };
+    let models =
+        Models { large: main.clone(), small: Some(small.clone()), embedded: None, configured_large: None };
     let agent = SessionAgent::new(store.clone(), models, options).with_system_prompt("You are a test agent.");
     let session = agent.create_session("").await.unwrap().id;
     Setup { agent, store, main, small, session }
 }
 
 fn summaries(count: usize) -> Vec<phosphor_testkit::Script> {
-    (0..count).map(|i| text_turn(&format!("Summary {i}: the user asked for tasks."), usage(1_000, 20))).collect()
+    (0..count)
+        .map(|i| text_turn(&format!("Summary {i}: the user asked for tasks."), usage(1_000, 20)))
+        .collect()
 }
 
 /// A prompt of about 400 tokens that names its turn.

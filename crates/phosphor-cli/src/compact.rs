@@ -288,6 +288,21 @@ pub fn dry_run(
         ),
     };
     out.push_str(&format!("compaction: {verdict}\n"));
+    let prepare_at = options.summarize_prepare_at;
+    if prepare_at > 0.0 && !options.disable_auto_summarize {
+        let prepare_tokens = (prepare_at * window as f64).ceil() as u64;
+        let when = if !policy::should_prepare(before, window, options) {
+            format!("starts in {} tokens", thousands(prepare_tokens.saturating_sub(before)))
+        } else if policy::trigger(before, reserve, window, options).is_some() {
+            "would have started earlier; the trigger fires now".to_owned()
+        } else {
+            "would start now, in the background".to_owned()
+        };
+        out.push_str(&format!(
+            "preparation: from {prepare_at} = {} tokens (options.summarize_prepare_at): {when}\n",
+            thousands(prepare_tokens)
+        ));
+    }
     out
 }
 
@@ -406,6 +421,28 @@ mod tests {
              window: 100,000 tokens (models.large, big); threshold 0.8 = 80,000 tokens; 100 reserved for the answer\n\
              compaction: would not trigger: 1.0% of the window, below the 80% threshold (78,963 tokens to go)\n"
         );
+        let prepared = |window: u64| {
+            config(&format!(
+                r#"{{ "options": {{ "summarize_prepare_at": 0.5 }}, "providers": {{ "p": {{ "base_url": "http://x" }} }},
+                     "models": {{ "large": {{ "provider": "p", "model": "big", "context_window": {window}, "max_output_tokens": 100 }} }} }}"#
+            ))
+        };
+        let report = dry_run(&transcript, "t.json", &prepared(100_000), None);
+        assert!(
+            report.ends_with(
+                "preparation: from 0.5 = 50,000 tokens (options.summarize_prepare_at): starts in 48,963 tokens\n"
+            ),
+            "{report}"
+        );
+        let report = dry_run(&transcript, "t.json", &prepared(1_500), None);
+        assert!(
+            report.ends_with(
+                "= 750 tokens (options.summarize_prepare_at): would start now, in the background\n"
+            ),
+            "{report}"
+        );
+        let report = dry_run(&transcript, "t.json", &prepared(1_200), None);
+        assert!(report.ends_with("the trigger fires now\n"), "{report}");
         let report = dry_run(&transcript, "t.json", &with_window(1_200), None);
         assert!(
             report.ends_with(

@@ -51,7 +51,8 @@ impl Renderer {
                 prepared,
                 ..
             } => {
-                let mut line = compacted_line(model, *tokens_before, *tokens_after, *duration_ms, *shed_level);
+                let mut line =
+                    compacted_line(model, *tokens_before, *tokens_after, *duration_ms, *shed_level);
                 if *prepared {
                     line.push_str(" (prepared in the background)");
                 }

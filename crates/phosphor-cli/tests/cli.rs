@@ -1431,6 +1431,72 @@ async fn a_proxy_killed_mid_compaction_leaves_the_session_whole_for_the_other() 
     assert!(!full.contains("streaming"), "{full}");
 }
 
+/// A proxy killed (SIGKILL) while it prepares a summary in the background
+/// (`summarize_prepare_at`): nothing of that summary is stored, every message is, and a proxy
+/// started again on the same database carries the session on and compacts it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_proxy_killed_while_it_prepares_a_summary_leaves_the_session_whole() {
+    let env = Env::new();
+    let is_summary =
+        |r: &RecordedRequest| sent(r).iter().any(|(_, text)| text.contains("You are summarizing"));
+    // The first summary never arrives in time (its proxy dies meanwhile); later ones come at once.
+    let summaries = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = summaries.clone();
+    let server = MockServer::start_responding(std::sync::Arc::new(move |request: &RecordedRequest| {
+        if is_summary(request) {
+            let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let summary = sse_text(&["Summary: the user sent numbered requests."], Some((10, 5)));
+            return if n == 0 { summary.delayed(Duration::from_secs(30)) } else { summary };
+        }
+        sse_text(&["Noted."], Some((10, 3)))
+    }))
+    .await;
+    env.mock_config(&server, 2_000, json!({ "summarize_prepare_at": 0.5, "mask_threshold": 0 }));
+    let name = unique_namespace("preparing");
+    let mut proxy = Some(env.serve(&[]));
+    let mut killed_at = None;
+    let mut history = Vec::new();
+    for turn in 0..10 {
+        let url = proxy.as_ref().unwrap().url.clone();
+        let words: String = (0..60).map(|w| format!("topic{turn}word{w} ")).collect();
+        history.push(json!({"role": "user", "content": format!("request {turn}: {words}")}));
+        let (status, _, text) =
+            post_chat(&url, &json!({"messages": history}), &[("x-phosphor-session", &name)]).await;
+        assert_eq!(status, 200, "turn {turn}: {text}");
+        let answer: Value = serde_json::from_str(&text).unwrap();
+        history.push(json!({"role": "assistant", "content": answer["choices"][0]["message"]["content"]}));
+        if killed_at.is_none() {
+            // Kill the proxy as soon as its preparation has asked for the summary.
+            for _ in 0..50 {
+                if summaries.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                    drop(proxy.take()); // SIGKILL
+                    proxy = Some(env.serve(&[]));
+                    killed_at = Some(turn);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    let killed_at = killed_at.expect("no preparation started");
+    assert!(killed_at < 6, "killed at turn {killed_at}: too late to see the session compacted after");
+    drop(proxy);
+
+    let stored = exported(&env, &name);
+    let plain: Vec<&Value> = stored.iter().filter(|m| m["is_summary"] != true).collect();
+    assert_eq!(plain.len(), 20, "every request and answer once, in order: {stored:?}");
+    for (message, sent) in plain.iter().zip(&history) {
+        assert_eq!(exported_text(message), sent["content"].as_str().unwrap());
+    }
+    // The killed preparation left no row at all; the restarted proxy compacted.
+    let output = env.command(&["sessions", "show", "--full", &name]).output().unwrap();
+    assert_success(&output);
+    let full = stdout(&output);
+    assert!(full.contains("compacted"), "{full}");
+    assert!(!full.contains("cancelled") && !full.contains("streaming"), "{full}");
+    assert!(summaries.load(std::sync::atomic::Ordering::SeqCst) >= 2, "the restarted proxy wrote its own");
+}
+
 /// POSTs `body` to `path` of the proxy: (status, response headers, body text).
 async fn post(
     url: &str,
