@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use phosphor_base::{Message, MessageStatus, Usage};
+use phosphor_base::{Message, MessageStatus, Role, Usage};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -33,6 +33,7 @@ use crate::compaction::{CompactionReport, Plan, write_summary};
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy;
+use crate::shown::shown_ledger;
 
 /// A summary being written, or written, in the background for the session's next compaction.
 pub(crate) struct Preparation {
@@ -257,6 +258,69 @@ impl SessionAgent {
             duration: waited,
             prepared: true,
         }))
+    }
+
+    /// A compaction of the session as a summary prepared ahead makes it (`phosphor eval`'s
+    /// `prepared` strategy): planned when the session held all but its newest `tail` tokens
+    /// (before the request that answered them, as [`SessionAgent::prepare`] plans it), written,
+    /// and installed with what came after its cut verbatim; when that does not fit under the
+    /// triggers, the next summary folds it on top, as at a trigger.
+    pub(crate) async fn compact_prepared(&self, session_id: &str, tail: u64) -> Result<CompactionReport> {
+        self.with_session(session_id, None, async |cache: &mut Cache| {
+            let started = Instant::now();
+            let first = usize::from(cache.history.first().is_some_and(|m| m.is_summary));
+            // Where the session stood: before the request whose answer starts the newest `tail`
+            // tokens (a request is sent after a user message or a tool round, never mid-round).
+            let counts = cache.ledger.counts();
+            let (mut at, mut newest) = (cache.history.len(), 0);
+            while at > first && newest + counts[at - 1] <= tail {
+                at -= 1;
+                newest += counts[at];
+            }
+            while at < cache.history.len() && cache.history[at].role != Role::Assistant {
+                at += 1;
+            }
+            let user = cache.history[..at].iter().rposition(|m| m.role == Role::User);
+            let later = cache.history.split_off(at);
+            let masked = cache.masked.min(at);
+            let ledger = std::mem::replace(
+                &mut cache.ledger,
+                shown_ledger(self.counter.as_ref(), &cache.history, masked),
+            );
+            let planned = self
+                .summarizer_of(cache)
+                .and_then(|summarizer| self.plan(cache, None, user, summarizer, None));
+            cache.history.extend(later);
+            cache.ledger = ledger;
+            let plan = planned?;
+            let model = plan.summarizer.info().model.clone();
+            let tokens_before = self.estimate(cache);
+            let mut summary = self.new_summary(&plan);
+            let (level, usage) = write_summary(&plan, &self.options, &mut summary, None, None).await?;
+            self.store.append_message(&summary).await?;
+            let mut id = self.install(cache, &plan, summary, usage).await?;
+            let info = self.model_of(cache).info();
+            let (reserve, window) = (policy::reserve(info), info.context_window);
+            if let Some(reason) = policy::trigger(self.estimate(cache), reserve, window, &self.options) {
+                let user = cache.history.iter().rposition(|m| m.role == Role::User);
+                match self.summarize(cache, reason, None, user, None).await {
+                    Ok(report) => id = report.summary_message_id,
+                    Err(AgentError::NothingToCompact) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok(CompactionReport {
+                summary_message_id: id,
+                reason: CompactionReason::Manual,
+                model,
+                tokens_before,
+                tokens_after: self.estimate(cache),
+                shed_level: level,
+                duration: started.elapsed(),
+                prepared: true,
+            })
+        })
+        .await
     }
 
     /// Throws the session's preparation away (aborting it if it still runs), counting it.

@@ -116,6 +116,11 @@ async fn strategies_keep_what_they_should_and_the_report_shows_every_one() {
     assert!(trail.scores.intent.unwrap() > summary.scores.intent.unwrap(), "{trail:?} {summary:?}");
     assert!(trail.scores.artifact.unwrap() > summary.scores.artifact.unwrap(), "{trail:?} {summary:?}");
     assert!(trail.scores.overall.unwrap() > truncate.scores.overall.unwrap(), "{trail:?} {truncate:?}");
+    // A summary prepared ahead keeps the newest turns verbatim after it, and fits as well.
+    let prepared = by_name("prepared");
+    assert!(prepared.fits_window, "{prepared:?}");
+    assert!(prepared.scores.intent.unwrap() >= trail.scores.intent.unwrap(), "{prepared:?} {trail:?}");
+    assert!(prepared.tokens_after > trail.tokens_after, "{prepared:?} {trail:?}");
     // Masking keeps the messages, so every request.
     assert_eq!(by_name("mask").scores.intent, Some(1.0));
     assert!(by_name("mask").tokens_after < original.tokens_after);
@@ -142,7 +147,7 @@ async fn strategies_keep_what_they_should_and_the_report_shows_every_one() {
     let points: Vec<&str> =
         html.select(&select("svg#chart g.point")).map(|g| g.value().attr("data-strategy").unwrap()).collect();
     assert_eq!(points, Strategy::ALL.map(Strategy::name));
-    assert_eq!(html.select(&select("table#strategies tr[data-strategy]")).count(), 5);
+    assert_eq!(html.select(&select("table#strategies tr[data-strategy]")).count(), Strategy::ALL.len());
     let rows = html.select(&select("table#probes tr")).count();
     assert_eq!(rows, evaluation.probes.len() + 1);
     let table = report::table(&evaluation);
@@ -157,6 +162,6 @@ async fn an_unknown_strategy_is_named_with_the_choices() {
     let error = Strategy::parse("summarize").unwrap_err();
     assert_eq!(
         error,
-        "unknown strategy \"summarize\": expected one of original, truncate, mask, summary, summary+state-trail"
+        "unknown strategy \"summarize\": expected one of original, truncate, mask, summary, summary+state-trail, prepared"
     );
 }

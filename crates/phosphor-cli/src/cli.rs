@@ -150,7 +150,7 @@ pub struct EvalArgs {
     pub input: Vec<PathBuf>,
 
     /// The strategies to compare, in this order (default: all): original, truncate, mask, summary,
-    /// summary+state-trail.
+    /// summary+state-trail, prepared.
     #[arg(long = "strategy", value_name = "NAME", value_parser = parse_strategy)]
     pub strategies: Vec<Strategy>,
 

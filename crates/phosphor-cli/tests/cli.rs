@@ -800,7 +800,7 @@ async fn eval_scores_every_strategy_with_the_test_model_and_writes_the_report() 
     let json: Value = serde_json::from_str(&stdout(&output)).unwrap();
     let names: Vec<&str> =
         json["strategies"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["original", "truncate", "mask", "summary", "summary+state-trail"]);
+    assert_eq!(names, ["original", "truncate", "mask", "summary", "summary+state-trail", "prepared"]);
     let by_name =
         |name: &str| json["strategies"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap();
     assert_eq!(by_name("original")["scores"]["overall"], 1.0);
@@ -822,7 +822,7 @@ async fn eval_scores_every_strategy_with_the_test_model_and_writes_the_report() 
     let html = scraper::Html::parse_document(&fs::read_to_string(&report).unwrap());
     assert!(html.errors.is_empty(), "{:?}", html.errors);
     let select = |css: &str| scraper::Selector::parse(css).unwrap();
-    assert_eq!(html.select(&select("svg#chart g.point")).count(), 5);
+    assert_eq!(html.select(&select("svg#chart g.point")).count(), 6);
     for name in names {
         let row = format!("table#strategies tr[data-strategy=\"{name}\"]");
         assert_eq!(html.select(&select(&row)).count(), 1, "{name}");
@@ -835,7 +835,7 @@ async fn eval_rejects_an_unknown_strategy_with_the_choices() {
     let output = env.run(&["eval", "--input", "x.json", "--strategy", "summarise"], "").await;
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("expected one of original, truncate, mask, summary, summary+state-trail"),
+        stderr(&output).contains("expected one of original, truncate, mask, summary, summary+state-trail, prepared"),
         "{}",
         stderr(&output)
     );

@@ -12,7 +12,11 @@
 //!   `mask_keep_recent_tokens` replaced by placeholders; the latest tool round stays whole);
 //! - `summary`: the agent's compaction (`/compact`), with the summary as the model wrote it;
 //! - `summary+state-trail`: the same compaction with Phosphor's session-state trail, as the agent
-//!   really stores it.
+//!   really stores it;
+//! - `prepared`: the compaction a summary prepared ahead makes (`summarize_prepare_at`): cut when
+//!   the session held all but its newest `(summarize_threshold - summarize_prepare_at) x window`
+//!   tokens (with preparation off, [`EVAL_PREPARE_AT`]), those kept verbatim after it, and folded
+//!   by a second summary on top when they do not fit; with the state trail.
 //!
 //! The two summary strategies come from one compaction: `summary` is its summary with the trail
 //! cut off. The deterministic score of a probe is the share of its key strings the context holds
@@ -54,16 +58,22 @@ pub enum Strategy {
     Summary,
     /// The model's summary and Phosphor's session-state trail.
     SummaryStateTrail,
+    /// A summary prepared ahead, with the state trail, and what came after its cut.
+    Prepared,
 }
+
+/// The `summarize_prepare_at` the `prepared` strategy assumes when the options turn preparation off.
+pub const EVAL_PREPARE_AT: f64 = 0.6;
 
 impl Strategy {
     /// Every strategy, in report order.
-    pub const ALL: [Strategy; 5] = [
+    pub const ALL: [Strategy; 6] = [
         Strategy::Original,
         Strategy::Truncate,
         Strategy::Mask,
         Strategy::Summary,
         Strategy::SummaryStateTrail,
+        Strategy::Prepared,
     ];
 
     /// The strategy's name on the command line and in reports.
@@ -74,6 +84,7 @@ impl Strategy {
             Strategy::Mask => "mask",
             Strategy::Summary => "summary",
             Strategy::SummaryStateTrail => "summary+state-trail",
+            Strategy::Prepared => "prepared",
         }
     }
 
@@ -86,7 +97,7 @@ impl Strategy {
     }
 
     fn summarizes(self) -> bool {
-        matches!(self, Strategy::Summary | Strategy::SummaryStateTrail)
+        matches!(self, Strategy::Summary | Strategy::SummaryStateTrail | Strategy::Prepared)
     }
 }
 
@@ -496,6 +507,19 @@ pub async fn run_strategies(
                     })
                     .collect()
             }
+            Strategy::Prepared => {
+                progress(format!(
+                    "{}: compacting as prepared ahead with {}…",
+                    transcript.source,
+                    agent.summarizer()?.info().model
+                ));
+                let (history, took) = compact_prepared(agent, transcript).await?;
+                seconds = Some(took);
+                history
+                    .iter()
+                    .map(|m| Message { is_summary: false, ..summary_as_context(m).into_owned() })
+                    .collect()
+            }
         };
         let tokens_after = count(&context);
         let seconds = seconds.unwrap_or_else(|| started.elapsed().as_secs_f64());
@@ -516,6 +540,25 @@ async fn compact(agent: &SessionAgent, transcript: &EvalTranscript) -> Result<(V
     let session = agent.create_session(transcript.source.clone()).await?;
     agent.import_messages(&session, &transcript.messages).await?;
     let report = agent.compact(&session.id, None, None).await?;
+    let history = agent.store().history(&session.id).await?;
+    Ok((history, report.duration.as_secs_f64()))
+}
+
+/// The compaction of `transcript` a summary prepared ahead makes (the `prepared` strategy): the
+/// history it leaves, and the seconds it took. With nothing to fold before the newest tokens, no
+/// summary would have been prepared, and the compaction at the trigger is the inline one.
+async fn compact_prepared(agent: &SessionAgent, transcript: &EvalTranscript) -> Result<(Vec<Message>, f64)> {
+    let options = agent.options();
+    let prepare_at =
+        if options.summarize_prepare_at > 0.0 { options.summarize_prepare_at } else { EVAL_PREPARE_AT };
+    let window = agent.models.large.info().context_window;
+    let tail = ((options.summarize_threshold - prepare_at).max(0.0) * window as f64) as u64;
+    let session = agent.create_session(transcript.source.clone()).await?;
+    agent.import_messages(&session, &transcript.messages).await?;
+    let report = match agent.compact_prepared(&session.id, tail).await {
+        Err(AgentError::NothingToCompact) => agent.compact(&session.id, None, None).await?,
+        report => report?,
+    };
     let history = agent.store().history(&session.id).await?;
     Ok((history, report.duration.as_secs_f64()))
 }
