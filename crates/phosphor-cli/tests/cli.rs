@@ -835,7 +835,8 @@ async fn eval_rejects_an_unknown_strategy_with_the_choices() {
     let output = env.run(&["eval", "--input", "x.json", "--strategy", "summarise"], "").await;
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("expected one of original, truncate, mask, summary, summary+state-trail, prepared"),
+        stderr(&output)
+            .contains("expected one of original, truncate, mask, summary, summary+state-trail, prepared"),
         "{}",
         stderr(&output)
     );

@@ -23,8 +23,7 @@ fn older_file_changes_that_went_through_show_their_output_in_brief() {
         "    12\tlet retries = 5;\n".repeat(20)
     );
     let diagnostics = format!("Edit applied.\n{}\nerror: expected `;`, found `}}`\n", "x".repeat(300));
-    let edit =
-        r#"{"file_path": "/repo/src/a.rs", "old_string": "retries = 3", "new_string": "retries = 5"}"#;
+    let edit = r#"{"file_path": "/repo/src/a.rs", "old_string": "retries = 3", "new_string": "retries = 5"}"#;
     let history = vec![
         Message::user("raise the retries"),
         call("1", "Edit", edit),
@@ -143,11 +142,7 @@ fn files_keep_their_last_change_and_tools_are_recognised_by_name_and_shape() {
         ("a.txt", FileOp::Deleted),
     ];
     pretty_assertions::assert_eq!(files(&state), expected);
-    assert!(
-        state.commands.is_empty(),
-        "an editor's command is not a shell command: {:?}",
-        state.commands
-    );
+    assert!(state.commands.is_empty(), "an editor's command is not a shell command: {:?}", state.commands);
 }
 
 #[test]
@@ -241,9 +236,8 @@ fn commands_carry_their_outcome_and_other_tool_errors_are_kept() {
 
 #[test]
 fn a_command_that_went_through_after_failing_keeps_the_failure_in_a_note() {
-    let run = |id: &str, command: &str| {
-        call(id, "Bash", &serde_json::json!({ "command": command }).to_string())
-    };
+    let run =
+        |id: &str, command: &str| call(id, "Bash", &serde_json::json!({ "command": command }).to_string());
     let messages = vec![
         run("1", "python compare.py"),
         result(
@@ -267,11 +261,7 @@ fn a_command_that_went_through_after_failing_keeps_the_failure_in_a_note() {
     let fixed = "done (failed before: failed: ModuleNotFoundError: No module named 'torch')";
     assert_eq!(outcome("python compare.py"), fixed);
     assert_eq!(outcome("pip install torch"), "done");
-    assert_eq!(
-        outcome("cargo test"),
-        "exit 101: error[E0308]: mismatched types",
-        "a new failure is itself"
-    );
+    assert_eq!(outcome("cargo test"), "exit 101: error[E0308]: mismatched types", "a new failure is itself");
 
     // Across summaries: a later run that goes through keeps the note; one that fails does not.
     let text = state.render(10_000, &ApproxCounter);
@@ -344,10 +334,8 @@ fn a_command_that_went_through_after_failing_keeps_the_failure_in_a_note() {
     assert_eq!(twice("a", "b"), "ok (failed before: exit 101: error: boom)");
     assert_eq!(twice("b", "a"), "ok (failed before: exit 101: error: boom)");
     // An outcome may hold an arrow.
-    let arrow = SessionState::collect(&[
-        run("9", "make"),
-        result("9", "Bash", "error: a → b\nexit code: 1", false),
-    ]);
+    let arrow =
+        SessionState::collect(&[run("9", "make"), result("9", "Bash", "error: a → b\nexit code: 1", false)]);
     assert_eq!(SessionState::parse(&arrow.render(1_000, &ApproxCounter)), arrow);
     assert_eq!(follow_up("", "ok"), "ok");
     assert_eq!(follow_up("done", "ok"), "ok");
@@ -383,9 +371,7 @@ fn the_last_answer_stays_quoted_so_that_no_line_of_it_poses_as_a_section() {
     assert_eq!(state.last_answer, proposal, "the last answer, not narration or a summary");
     let text = format!("Summary.\n\n{}", state.render(10_000, &ApproxCounter));
     assert!(
-        text.contains(
-            "Last answer:\n> I found it: `segment.rs` splits on ASCII spaces only.\n>\n> Files:\n"
-        ),
+        text.contains("Last answer:\n> I found it: `segment.rs` splits on ASCII spaces only.\n>\n> Files:\n"),
         "{text}"
     );
     let parsed = SessionState::parse(&text);

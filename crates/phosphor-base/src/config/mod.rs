@@ -37,15 +37,14 @@ mod validate;
 
 use blame::{Blame, value_at};
 pub use error::{ConfigError, ConfigWarning};
-pub(crate) use types::default_max_output_tokens;
 use types::SCHEMA_KEY;
+pub(crate) use types::default_max_output_tokens;
 pub use types::{
-    Api, Config, DEFAULT_MAX_OUTPUT_TOKENS, EmbeddedModels, Engine, FILE_NAME, InferenceConfig, MIN_STATE_TOKENS,
-    ModelConfig, Models, Options, ProviderConfig, SummarizeModel, json_schema,
+    Api, Config, DEFAULT_MAX_OUTPUT_TOKENS, EmbeddedModels, Engine, FILE_NAME, InferenceConfig,
+    MIN_STATE_TOKENS, ModelConfig, Models, Options, ProviderConfig, SummarizeModel, json_schema,
 };
-pub use validate::{MAX_PROFILE_NAME_LEN, check_profile_name, profile_name_rule};
 use validate::validate;
-
+pub use validate::{MAX_PROFILE_NAME_LEN, check_profile_name, profile_name_rule};
 
 /// The configuration files to read, lowest precedence first: `global`, then `workspace`, then `explicit`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -280,10 +280,7 @@ fn check_warnings(input: &str, expected: &[&str]) {
     let (_, warnings) = parse_str(input, Path::new(FILE)).unwrap();
     let expected: Vec<ConfigWarning> = expected
         .iter()
-        .map(|path| ConfigWarning::UnknownKey {
-            file: PathBuf::from(FILE),
-            json_path: (*path).to_owned(),
-        })
+        .map(|path| ConfigWarning::UnknownKey { file: PathBuf::from(FILE), json_path: (*path).to_owned() })
         .collect();
     assert_eq!(warnings, expected, "input: {input}");
 }
@@ -580,10 +577,7 @@ fn a_type_error_overridden_by_a_later_tier_is_not_an_error() {
             ("global", r#"{ "options": { "summarize_threshold": "high" } }"#),
             ("workspace", r#"{ "options": { "summarize_threshold": 0.5 } }"#),
         ],
-        Config {
-            options: Options { summarize_threshold: 0.5, ..Options::default() },
-            ..Config::default()
-        },
+        Config { options: Options { summarize_threshold: 0.5, ..Options::default() }, ..Config::default() },
         &[("options.summarize_threshold", "workspace")],
     );
 }
@@ -637,10 +631,7 @@ fn the_workspace_root_file_is_used_when_there_is_no_dot_phosphor_file() {
             ("global", r#"{ "options": { "profile": "g" } }"#),
             ("workspace-root", r#"{ "options": { "profile": "w" } }"#),
         ],
-        Config {
-            options: Options { profile: "w".to_owned(), ..Options::default() },
-            ..Config::default()
-        },
+        Config { options: Options { profile: "w".to_owned(), ..Options::default() }, ..Config::default() },
         &[("options.profile", "workspace-root")],
     );
 }
@@ -696,8 +687,5 @@ fn the_schema_accepts_dollar_schema_and_states_the_ranges() {
     let schema = json_schema();
     assert_eq!(schema["properties"]["$schema"]["type"], json!("string"));
     let threshold = &schema["$defs"]["Options"]["properties"]["summarize_threshold"];
-    assert_eq!(
-        (threshold["exclusiveMinimum"].clone(), threshold["maximum"].clone()),
-        (json!(0), json!(1))
-    );
+    assert_eq!((threshold["exclusiveMinimum"].clone(), threshold["maximum"].clone()), (json!(0), json!(1)));
 }
