@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
+use crate::fetch::{DEMO_MODEL, fetch_test_model};
 use crate::setup::{self, Packages};
-use crate::{DEMO_MODEL, fetch_test_model, run};
+use crate::util::run;
 
 /// The transcript the demo compacts: a 12-message coding session shipped with the repository.
 const TRANSCRIPT: &str = "examples/transcript.json";

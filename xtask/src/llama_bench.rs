@@ -13,7 +13,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cache_dir, cached_dir, run, target_dir};
+use crate::util::{cache_dir, cached_dir, run, target_dir};
 
 /// A source distribution on PyPI, pinned by its SHA-256.
 struct Sdist {

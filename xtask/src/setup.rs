@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cache_dir, cached_dir, cargo_metadata, run};
+use crate::util::{cache_dir, cached_dir, cargo_metadata, run};
 
 /// Which system packages `scripts/install-deps.sh` installs.
 #[derive(Clone, Copy)]
