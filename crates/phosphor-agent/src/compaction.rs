@@ -78,19 +78,7 @@ impl SessionAgent {
         let summarizer = self.summarizer_of(cache)?;
         let info = summarizer.info().clone();
         let tokens_before = self.estimate(cache);
-        let span = tracing::info_span!(
-            "compaction",
-            otel.name = "compaction",
-            gen_ai.conversation.id = %cache.session.id,
-            gen_ai.conversation.compacted = true,
-            phosphor.compaction.reason = ?reason,
-            phosphor.compaction.tokens_before = tokens_before,
-            phosphor.compaction.tokens_after = field::Empty,
-            phosphor.compaction.repetition_trimmed = field::Empty,
-            phosphor.compaction.profile = field::Empty,
-            phosphor.compaction.headlines = field::Empty,
-            phosphor.compaction.outlines = field::Empty,
-        );
+        let span = compaction_span(&cache.session.id, reason, tokens_before, false);
         let result = self
             .summarize_inner(cache, reason, instructions, turn, &summarizer, events)
             .instrument(span.clone())
@@ -542,6 +530,32 @@ async fn stream_summary(
     });
     emit(events, AgentEvent::Usage { model: model.info().model.clone(), usage });
     Ok(usage)
+}
+
+/// The span of a compaction, inline or installing a prepared summary (`prepared`): every
+/// attribute either may record.
+pub(crate) fn compaction_span(
+    session_id: &str,
+    reason: CompactionReason,
+    tokens_before: u64,
+    prepared: bool,
+) -> tracing::Span {
+    tracing::info_span!(
+        "compaction",
+        otel.name = "compaction",
+        gen_ai.conversation.id = %session_id,
+        gen_ai.conversation.compacted = true,
+        phosphor.compaction.reason = ?reason,
+        phosphor.compaction.prepared = prepared,
+        phosphor.compaction.tokens_before = tokens_before,
+        phosphor.compaction.tokens_after = field::Empty,
+        phosphor.compaction.repetition_trimmed = field::Empty,
+        phosphor.compaction.profile = field::Empty,
+        phosphor.compaction.headlines = field::Empty,
+        phosphor.compaction.outlines = field::Empty,
+        phosphor.compaction.waited_ms = field::Empty,
+        phosphor.compaction.prepared_ms = field::Empty,
+    )
 }
 
 /// Marks a summary `Cancelled` if the compaction is dropped before it finished.

@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::agent::{Cache, SessionAgent, now_ms};
-use crate::compaction::{CompactionReport, Plan, write_summary};
+use crate::compaction::{CompactionReport, Plan, compaction_span, write_summary};
 use crate::error::{AgentError, Result};
 use crate::events::{AgentEvent, CompactionReason, EventSender, emit};
 use crate::policy;
@@ -193,18 +193,7 @@ impl SessionAgent {
         let model = preparation.plan.summarizer.info().model.clone();
         let tokens_before = self.estimate(cache);
         let running = !preparation.task.0.is_finished();
-        let span = tracing::info_span!(
-            "compaction",
-            otel.name = "compaction",
-            gen_ai.conversation.id = %cache.session.id,
-            gen_ai.conversation.compacted = true,
-            phosphor.compaction.reason = ?reason,
-            phosphor.compaction.prepared = true,
-            phosphor.compaction.tokens_before = tokens_before,
-            phosphor.compaction.tokens_after = tracing::field::Empty,
-            phosphor.compaction.waited_ms = tracing::field::Empty,
-            phosphor.compaction.prepared_ms = tracing::field::Empty,
-        );
+        let span = compaction_span(&cache.session.id, reason, tokens_before, true);
         emit(events, AgentEvent::CompactionStarted { reason, model: model.clone(), tokens_before });
         let Preparation { plan, mut task, started } = preparation;
         let written = (&mut task.0).instrument(span.clone()).await;

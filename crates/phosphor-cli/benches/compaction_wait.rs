@@ -13,7 +13,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,12 +40,9 @@ const PREPARE_AT: [f64; 2] = [0.4, 0.5];
 const TARGET: f64 = 1.2;
 
 fn main() {
-    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    if filter.iter().any(|f| !"compaction_wait".contains(f.as_str())) {
-        return;
+    if common::selected("compaction_wait") {
+        common::runtime().block_on(run());
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(run());
 }
 
 /// A request of about 430 tokens that names its turn.
@@ -150,18 +146,8 @@ async fn through_serve(prepare_at: f64) -> Run {
         }
     });
     std::fs::write(dir.path().join("phosphor.json"), config.to_string()).expect("config");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_phosphor"));
-    command
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .env("XDG_CONFIG_HOME", dir.path().join(".config"))
-        .env("XDG_DATA_HOME", dir.path().join(".local/share"))
-        .env_remove("RUST_LOG")
-        .arg("--db")
-        .arg(dir.path().join("sessions.db"))
-        .arg("--config")
-        .arg(dir.path().join("phosphor.json"))
-        .arg("serve");
+    let mut command = common::phosphor_in(dir.path());
+    command.arg("--db").arg(dir.path().join("sessions.db")).arg("serve");
     let proxy = common::start_proxy(command);
     let http = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", proxy.url);

@@ -11,7 +11,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot set up has nothing to measure
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,27 +28,14 @@ const WINDOW: u64 = 1_000_000;
 const TARGET_MS: f64 = 5.0;
 
 fn main() {
-    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    if filter.iter().any(|f| !"serve_latency".contains(f.as_str())) {
-        return;
+    if common::selected("serve_latency") {
+        common::runtime().block_on(run());
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(run());
 }
 
 fn start_proxy(dir: &std::path::Path) -> Proxy {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_phosphor"));
-    command
-        .current_dir(dir)
-        .env("HOME", dir)
-        .env("XDG_CONFIG_HOME", dir.join(".config"))
-        .env("XDG_DATA_HOME", dir.join(".local/share"))
-        .env_remove("RUST_LOG")
-        .arg("--db")
-        .arg(dir.join("sessions.db"))
-        .arg("--config")
-        .arg(dir.join("phosphor.json"))
-        .arg("serve");
+    let mut command = common::phosphor_in(dir);
+    command.arg("--db").arg(dir.join("sessions.db")).arg("serve");
     common::start_proxy(command)
 }
 

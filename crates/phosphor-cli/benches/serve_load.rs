@@ -33,8 +33,7 @@ const WORDS: usize = 100;
 const KEY_VAR: &str = "PHOSPHOR_BENCH_API_KEY";
 
 fn main() {
-    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
-    if filter.iter().any(|f| !"serve_load".contains(f.as_str())) {
+    if !common::selected("serve_load") {
         return;
     }
     let Ok(url) = std::env::var("PHOSPHOR_TEST_POSTGRES") else {
@@ -44,21 +43,12 @@ fn main() {
         );
         std::process::exit(1);
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(run(&url));
+    common::runtime().block_on(run(&url));
 }
 
 fn phosphor(dir: &std::path::Path, db: &str) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_phosphor"));
-    command
-        .current_dir(dir)
-        .env("HOME", dir)
-        .env("XDG_CONFIG_HOME", dir.join(".config"))
-        .env("XDG_DATA_HOME", dir.join(".local/share"))
-        .env(KEY_VAR, "bench-key")
-        .env_remove("RUST_LOG")
-        .args(["--db", db, "--config"])
-        .arg(dir.join("phosphor.json"));
+    let mut command = common::phosphor_in(dir);
+    command.env(KEY_VAR, "bench-key").args(["--db", db]);
     command
 }
 

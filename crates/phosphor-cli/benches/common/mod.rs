@@ -1,6 +1,33 @@
 //! What the proxy benches share: a `phosphor serve` they start and stop, and percentiles.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
+
+/// Whether the bench `name` is asked for: `cargo bench -- FILTER` runs the benches whose name
+/// contains each filter given.
+pub fn selected(name: &str) -> bool {
+    std::env::args().skip(1).filter(|a| !a.starts_with('-')).all(|filter| name.contains(filter.as_str()))
+}
+
+/// The runtime a bench runs on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime")
+}
+
+/// `phosphor --config DIR/phosphor.json` run in `dir`, with `dir` as its home (so that no file of
+/// the machine's takes part); the caller adds `--db` and the command.
+pub fn phosphor_in(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_phosphor"));
+    command
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("XDG_CONFIG_HOME", dir.join(".config"))
+        .env("XDG_DATA_HOME", dir.join(".local/share"))
+        .env_remove("RUST_LOG")
+        .arg("--config")
+        .arg(dir.join("phosphor.json"));
+    command
+}
 
 /// A running `phosphor serve`, killed when dropped.
 pub struct Proxy {
