@@ -22,6 +22,27 @@
 //!   small GGUF models the embedded tests use, aider's recorded chat history and two recorded Claude Code sessions
 //!   the replay tests replay, and OpenAI's Python SDK the `phosphor serve` test drives the proxy with, into a
 //!   cache.
+//!
+//! # Design notes
+//!
+//! **How every binary is built.** `.cargo/config.toml` makes every build of the workspace on x86-64
+//! (`cargo run`, `cargo build --release`, `cargo install --path crates/phosphor-cli`, the tests, `cargo
+//! xtask dist`) assume `x86-64-v3` (AVX2, FMA, F16C, BMI; Intel Haswell 2013 and AMD Excavator 2015 or
+//! newer); `cargo xtask dist --baseline` builds the plain x86-64 binary for older CPUs into
+//! `dist/phosphor-x86-64` (environment `RUSTFLAGS` win over the file). The reason is measured
+//! (docs/BENCHMARKS.md): candle, under mistral.rs, chooses its quantized kernels at compile time, and
+//! llama-cpp-sys-2 hands the Rust target features to llama.cpp's CMake build (`GGML_AVX2`, `GGML_FMA`,
+//! ..., with `GGML_NATIVE` off), so a plain x86-64 build runs both engines on SSE2 code. The
+//! `x86-64-v3` build runs mistral.rs 3 to 4 times faster and llama.cpp's generation 1.4 times faster.
+//! We do not build for `target-cpu=native`: such a binary runs only on CPUs like the build machine's.
+//! AVX-512 (`x86-64-v4`) is not the default because most laptop CPUs lack it. llama-cpp-sys-2 0.1.161
+//! can build llama.cpp's CPU backend once per CPU level and pick one at run time (its
+//! `dynamic-backends` feature: `GGML_BACKEND_DL` and `GGML_CPU_ALL_VARIANTS`), but then llama.cpp is
+//! a set of shared libraries found through a directory fixed at build time, which `cargo install`
+//! deletes with its build directory; we do not use it. The CLI checks at start-up
+//! (`crates/phosphor-cli/src/cpu.rs`) that the CPU has every feature the binary was compiled to
+//! assume, and otherwise exits with an error naming the missing features and the baseline build,
+//! instead of dying on an illegal instruction.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! A compaction (docs/ARCHITECTURE.md, "Bird's eye view" and "Decisions"), with the shedding ladder, the streamed and persisted
+//! A compaction (docs/ARCHITECTURE.md, "Bird's eye view", and docs/DECISIONS.md), with the shedding ladder, the streamed and persisted
 //! summary, and the session-state trail.
 
 use std::borrow::Cow;
@@ -305,7 +305,7 @@ impl SessionAgent {
         let ledger = shown_ledger(self.counter.as_ref(), &history, masked);
         let mut session = cache.session.clone();
         session.summary_message_id = Some(summary.id.clone());
-        // The token fields after a summary (ARCHITECTURE.md, "Token fields"): recalculated from the
+        // The token fields after a summary (docs/DECISIONS.md, "Token fields"): recalculated from the
         // summary content (as a model is shown it).
         session.current_tokens = ledger.counts().first().copied().unwrap_or(0);
         session.completion_tokens = usage.output_tokens;

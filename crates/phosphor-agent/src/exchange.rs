@@ -261,7 +261,7 @@ const CLAIM_TRIES: usize = 3;
 impl SessionAgent {
     /// Finds the stored session that a client's whole history (`messages`, system messages
     /// included) continues in `namespace`, claims it, and says which messages are new; or
-    /// creates a session for it. The rules (docs/ARCHITECTURE.md, "Sessions of stateless
+    /// creates a session for it. The rules (the crate docs, "Sessions of stateless
     /// clients"):
     /// - A session's *chain* is its complete, non-summary, non-system messages in order (what a
     ///   client that sent them and received the answers holds), each reduced to a [`fingerprint`]:

@@ -328,7 +328,7 @@ pub struct Reading<'a> {
     pub measure: &'a (dyn Fn(&[Cow<'a, Message>]) -> u64 + Sync),
 }
 
-/// The ladder of ever smaller summarizer inputs (ARCHITECTURE.md, "Shedding ladder"): 0 standard
+/// The ladder of ever smaller summarizer inputs (docs/DECISIONS.md, "Shedding ladder"): 0 standard
 /// pruning (and, at every level, the turns before the newest folded one read in brief: their
 /// assistant prose cut to `summarize_assistant_text_chars`, their calls' arguments and the outputs
 /// of their file changes that went through to `summarize_tool_output_aggressive_chars`; and every

@@ -49,6 +49,48 @@
 //! | 1    | an error: one `error: ...` line on stderr (`-v` adds the chain of causes)    |
 //! | 2    | a usage error: unknown flag, missing argument, conflicting options, empty prompt |
 //! | 130  | interrupted with Ctrl-C (during a turn or compaction, or at the chat prompt) |
+//!
+//! # Design notes
+//!
+//! `phosphor serve` (`serve/`, axum) is a proxy over `SessionAgent::respond` with three fronts,
+//! chat completions, Anthropic Messages and OpenAI Responses, and one way through them
+//! (`serve/front.rs`): the request is read by its phosphor-wire format into an `Inbound`, its session
+//! found with `SessionAgent::claim` in the namespace the client names (`X-Phosphor-Session`, else the
+//! client's own conversation key: `X-Claude-Code-Session-Id`, Codex's `session-id` or
+//! `prompt_cache_key`), and the answer written back by the same format, whole or as its stream events
+//! while the model writes. `count_tokens` answers `SessionAgent::count_request`: the stored session as
+//! it stands after its compactions plus what is new, read only. A request runs in its own task to its
+//! end even when the client disconnects, so what it stores stays consistent. Errors map to one
+//! `Failure` with a status that says whose fault it was (the client's 4xx, the upstream's status, 502
+//! when it had none, 504 after `--request-timeout`), written in the request's API's shape.
+//!
+//! Which model answers is `serve/route.rs`'s one rule: the request's `model` goes upstream, with a
+//! configured slot's provider and window when a slot has that id, else `models.large`'s provider and
+//! the window of `phosphor_base::windows::lookup` (the configuration's `models.windows`, ids or `*`
+//! patterns, then the built-in table; exact id first, then the pattern with the most literal
+//! characters), else a 400 that shows the entry to add. The agent takes that model per request
+//! (`Exchange::model`, kept on the session's cache: it answers, its window bounds the compaction, and
+//! `summarize_model: "main"` means it), so one `SessionAgent` serves every model. Requests for the
+//! session model are sessions; requests for another model go as they came while
+//! `SessionAgent::fits_as_sent` (under masking, the threshold and the output reserve of that model's
+//! window) and store nothing, which keeps Claude Code's small-model side calls out of the store; one
+//! that does not fit takes the session's way. The client's own key (`phosphor_llm::Credential`: an
+//! `x-api-key`, or a bearer such as an OAuth token) is used only when neither the provider
+//! (`api_key_env`) nor the proxy (`--api-key-env`) has a key of its own; models built for a key are
+//! kept in memory (at most 256), never logged or stored.
+//!
+//! Telemetry (`telemetry.rs`): the stderr log and the OTLP exporter are two `tracing` layers with
+//! their own filters, so `-v` never changes what is exported. The exporter (feature `otel`: the
+//! OpenTelemetry SDK's batch thread with the blocking reqwest 0.13 client the workspace already
+//! builds, no gRPC) exists only when an `OTEL_EXPORTER_OTLP_*ENDPOINT` is set; exit waits at most 5 s
+//! for it, and its failures print one warning and never change the exit code. tracing-opentelemetry
+//! exports `u64` fields as strings, so the exporter turns the known token counts back into integers.
+//!
+//! **Architecture Invariant:** telemetry never changes a command's stdout or exit code.
+//!
+//! `tests/chat_terminal.rs` runs `phosphor chat` on a real pseudo-terminal (util-linux `script`):
+//! typed lines, `/tokens`, Ctrl-C (`\x03` through the terminal's line discipline) during a paced
+//! answer, then a next answer and `/exit`.
 
 mod chat;
 mod cli;

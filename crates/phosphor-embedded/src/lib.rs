@@ -93,6 +93,54 @@
 //! error). With `gpu: false` nothing runs on a GPU, even when one is compiled in.
 //!
 //! Only this crate names the engines' types.
+//!
+//! # Design notes
+//!
+//! **Architecture Invariant:** only phosphor-embedded names llama.cpp, mistral.rs and hf-hub types.
+//! Resolution is one code path for both engines. A model that the configured engine (or, for `auto`,
+//! no engine of the build) cannot run is refused before anything is downloaded.
+//!
+//! **Decisions.**
+//! - `engine: auto` reads `general.architecture` from the GGUF header (phosphor-base's reader, no
+//!   weights loaded) and takes llama.cpp when it is compiled in and knows the architecture, else
+//!   mistral.rs. The rule comes from measurement: on this project's 2-core CI machine llama.cpp is
+//!   several times faster than mistral.rs at prefill and generation on the same file
+//!   (docs/BENCHMARKS.md). No GPU measurement exists; the order stays the same there, and only
+//!   llama.cpp has a Vulkan backend.
+//! - One engine per canonical file path, engine and device for the whole process, shared by every
+//!   session and never unloaded. Loading runs on a blocking thread. mistral.rs infers on its own
+//!   engine thread; llama.cpp on a blocking thread per answer, with a fresh context sized to the
+//!   prompt plus the answer, and answers to one model take turns (llama-cpp-2 warns that creating
+//!   contexts of one model concurrently is unsound). Dropping the stream stops llama.cpp between two
+//!   tokens or two prompt batches. Loads and llama.cpp answers count themselves as running work
+//!   (`busy.rs`), and the `phosphor` program waits for that count to reach zero before it exits
+//!   (`wait_until_idle`, up to 60 s): a stream dropped just before the end (a summary stopped by the
+//!   repetition guard) would otherwise still be inside llama.cpp when the C++ static destructors run,
+//!   and the process died with a segmentation fault after its work was done (seen in CI).
+//! - llama.cpp applies chat templates it recognises by their text (`llama_chat_apply_template`), not
+//!   by running Jinja; a template it does not recognise, or none, falls back with a warning to
+//!   llama.cpp's built-in `gemma` template for the Gemma family (Gemma 3 270M, whose GGUF on PyPI has
+//!   no template, answered a ChatML summary request with `<|im_start|>user` and nothing else) and to
+//!   ChatML for every other architecture. Qwen3-style templates get the empty `<think>` block their Jinja adds when thinking is
+//!   off. The llama.cpp engine answers in text only: tool definitions are ignored with a warning and
+//!   tool calls and results in the history are rendered as text, so a summarizer sees everything.
+//!   The `llamacpp` build does not enable llama.cpp's `common` library (Jinja, tool-call parsing):
+//!   it would double llama.cpp's build time for features a summarizer does not use.
+//! - `HubSettings` carries the environment (`HF_HUB_OFFLINE`, `HF_ENDPOINT`, `HF_HOME`, `HF_TOKEN`)
+//!   explicitly so tests never touch it. Greedy decoding unless a temperature above 0 is asked for;
+//!   Qwen3 thinking is switched off (small local models gain little from it on a CPU).
+//! - GPUs: `vulkan` is llama.cpp's Vulkan backend; `cuda` and `metal` switch the GPU backend on in
+//!   every engine compiled in. phosphor-cli forwards these and the two engine features to
+//!   phosphor-embedded, the one crate that uses them. With `gpu: false` llama.cpp is given an empty device list, so nothing (not even
+//!   a single large operation) goes to a GPU. CI builds and tests with `vulkan` compiled in on a
+//!   machine without a GPU, which also exercises the "`gpu: true`, no device: one warning, then the
+//!   CPU" path.
+//! - llama.cpp's own logs go to `tracing` (target `llama-cpp-2`) instead of stderr.
+//! - Debian 12's Vulkan headers (1.3.239) are too old for llama.cpp's Vulkan backend
+//!   (`VK_EXT_layer_settings`). `cargo xtask` (xtask/src/setup.rs) fetches the Khronos Vulkan-Headers
+//!   1.4.325 that the crates.io crate `vk-mem` 0.5.0 vendors, by package name through `cargo fetch`,
+//!   into `~/.cache/phosphor/vulkan-headers-*`, and `cargo xtask ci` points CMake at it with
+//!   `CMAKE_PREFIX_PATH`; the loader library stays the system's. The README's "Development" section has the command for a build by hand.
 
 mod busy;
 mod catalog;

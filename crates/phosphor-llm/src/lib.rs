@@ -51,6 +51,19 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Design notes
+//!
+//! **Architecture Invariant:** only phosphor-llm names async-openai types. API keys are read from the
+//! environment variable the config names and appear in no log, span or `Debug` output.
+//!
+//! **Decisions.** Requests and responses go through async-openai as plain JSON (its `byot` feature)
+//! so that `reasoning_content` and provider extensions pass. Our own tower transport keeps the HTTP
+//! status, `retry-after` and the raw body of every error (async-openai would otherwise lose the status
+//! on bodies it cannot parse) and replaces async-openai's built-in retry with ours: bounded
+//! exponential backoff, only for retryable errors and only before the first event. A context overflow
+//! is never retried. The backend records the `chat {model}` client span with the gen_ai attributes
+//! and usage; the agent's turn and compaction spans enclose it.
 
 mod assemble;
 pub mod error;

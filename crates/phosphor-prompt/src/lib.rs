@@ -38,6 +38,26 @@
 //! assert!(prompt.warnings.is_empty());
 //! # Ok::<(), phosphor_prompt::Error>(())
 //! ```
+//!
+//! # Design notes
+//!
+//! A second profile is compiled in, `compact` (four short sections), and `Profiles::for_model` owns
+//! the rule that picks it: in place of the configured `default`, for a summarizer whose
+//! `ChatModel::parameters` is under `SMALL_MODEL_PARAMETERS` (500 million; embedded models count
+//! their GGUF tensors' elements, `GgufMetadata::read_with_parameters`, an output table of the
+//! embedding's shape once; remote models say `None`), unless a user tier has a `default` template.
+//! Small models cannot follow the six sections of `default` (measured, docs/BENCHMARKS.md); what
+//! they cannot write, the session-state trail carries. The compiled-in `compact` template comes
+//! with an outline (`compact_outline`, returned in `RenderedPrompt::outline`): its four headings, 2
+//! to 6 bullet lines of at most 240 characters each. The agent puts it on the summary request
+//! (`ChatRequest::outline`), and the local engines sample under it (phosphor-base's `outline`
+//! module writes it as a GBNF grammar for llama.cpp and as a regex for mistral.rs: one description,
+//! two forms); remote servers never get it. Unconstrained, SmolLM2 and Qwen2.5-Coder 0.5B copied
+//! the prompt back or looped; under the outline they can only write content. A user's template has
+//! no outline: it says its own format.
+//!
+//! **Architecture Invariant:** a profile name never reads a file outside the profile folders. A broken
+//! user template never breaks compaction: it is reported and the next tier is used.
 
 mod context;
 mod error;

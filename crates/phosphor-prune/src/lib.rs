@@ -28,6 +28,37 @@
 //! The crate has no error type and no `error.rs`: pruning, repair and the ladder primitives
 //! accept any history and cannot fail. The one `Result` is [`check_tool_pairing`]'s, whose
 //! error is the [`PairingViolation`] it was asked to find.
+//!
+//! # Design notes
+//!
+//! **Architecture Invariant:** pruning is idempotent and never splits a Unicode scalar value; a tool
+//! call and its result are never separated.
+//!
+//! **Decisions.** A tool output is cut only when it is longer than the limit plus the marker's 16
+//! characters, so pruning never makes an output longer. Tool *inputs* are pruned too, wherever
+//! outputs are (the summary request, every rung of the ladder, the dry run): in real coding sessions
+//! file writes and edits carry whole files in their arguments and are the bulk of a transcript. The
+//! arguments' JSON is parsed, every string value longer than the limit is cut (the JSON stays valid,
+//! keys keep their order, numbers and booleans stay), and values under an identifying key (`path`,
+//! `file`, `command`, `cmd`, `pattern`, `query`, `url`, `id`, `name`, ... and any key ending in
+//! `path`, `file`, `dir` or `_id`) keep up to 1,000 characters, so a summarizer still sees which file
+//! was written and which command ran; arguments that are not JSON are cut as a whole, like an output.
+//! An edit's two texts (a key pair of `EDIT_TEXT_PAIRS`: `old_string`/`new_string`, `old_str`/`new_str`,
+//! `old_text`/`new_text`, `oldString`/`newString`, compared without case, also inside `MultiEdit`'s
+//! list) first lose what they share: a common beginning or end more than 40 characters longer than
+//! the context kept is cut from both down to the 40 characters (`EDIT_CONTEXT_CHARS`) next to the change (a quarter
+//! of the limit when that is less, `edit_context_chars`: cut at 50, 12 characters, so that a short
+//! cut still shows the change and not only what led to it), behind a
+//! `[... N unchanged characters ...]` marker, and what is left is then cut at the limit. An agent
+//! repeats a whole function to change one line of it; cut at 200 characters alone, both texts kept the
+//! same unchanged start and the change itself was lost. A pair that holds either marker already is
+//! only read back, so cutting twice still equals cutting once (a proptest checks this on texts built
+//! to share a beginning and an end). At a limit of 0 (an outline turn's calls, "Shedding ladder")
+//! nothing of either text is kept, so nothing shared is counted: each is its marker alone.
+//! Call ids and names never change, so pairing is untouched. The pairing rule is OpenAI's: each call of an
+//! assistant message is answered exactly once by the tool messages right after it. Repair moves a late
+//! result up to its call, answers the latest open call with a reused id, inserts synthetic error
+//! results for the request only (they are never stored) and drops results whose call is gone.
 
 use std::borrow::Cow;
 

@@ -58,6 +58,47 @@
 //! [`PgStore`] (feature `postgres`, on by default) keeps the same tables in Postgres, created by its own
 //! migrations (`migrations-pg/`), so several processes or machines share sessions. Both stores enforce
 //! the same rules (one module owns them) and pass the same conformance tests.
+//!
+//! # Design notes
+//!
+//! One conformance suite (`tests/store.rs`, the `conformance!` list) runs every behaviour test
+//! against SQLite in memory and against a real Postgres server, a fresh database per test:
+//! `scripts/test-postgres.sh` starts a throwaway cluster (initdb, pg_ctl, loopback, trust, as the
+//! `postgres` user when run as root) and `cargo xtask ci` sets `PHOSPHOR_TEST_POSTGRES` to it, so
+//! CI fails rather than skips without one. For processes that share a store, the trait also has
+//! session heads (`set_head`, `find_heads`, `head`: where each session of a stateless client
+//! stands), claims (`try_claim`) and session locks (`lock_session`), and `is_shared`. `lease.rs`
+//! owns leases: on Postgres an advisory lock held by a connection of its own (from a pool apart
+//! from the queries' pool), released by `Lease::release` or, when dropped unreleased, by closing
+//! that connection; on SQLite claims live in the process and the lock is a no-op (one process owns
+//! the file). The conformance suite runs the claim and lock tests with two handles on one database,
+//! as two processes hold them.
+//!
+//! **Architecture Invariant:** compaction never deletes stored messages. The store exposes no delete.
+//! The history a model is shown is computed from the store alone (`SessionStore::history`).
+//!
+//! **API Boundary:** the trait is async and speaks core types only; the agent never knows which
+//! store it has.
+//!
+//! **Architecture Invariant:** only phosphor-store names sqlx types. Its public error carries the
+//! driver's error as the opaque `DriverError` (message and source chain, `StoreError::is_busy` for
+//! the one retryable case), so a sqlx upgrade is not a breaking change for its users.
+//!
+//! **Decisions.** Migrations are embedded and applied by sqlx's runtime migrator (no `macros`
+//! feature, no build-time database); `0002` adds a summary's `pinned_message`, `0003` the session's
+//! `masked_until`. Messages are
+//! append-only in substance: `update_message` may change parts, status and model only while a
+//! message is not complete (a streaming summary), and never its role, session, summary flag, cut or
+//! pinned message. Opening a file that another process is creating at the same moment retries
+//! while SQLite answers `SQLITE_BUSY`, up to the 5 s busy timeout: switching a new file to WAL takes
+//! a lock SQLite does not wait for, so without the retry one of two `phosphor` processes started
+//! together could fail with "database is locked". `complete_summary` writes the summary and the
+//! session row in one `BEGIN IMMEDIATE` transaction; the session's pointer may only name a complete
+//! summary of the same session. On Postgres the same transactions run at READ COMMITTED with the
+//! updated message row locked (`SELECT ... FOR UPDATE`); `parts` and `usage` stay JSON text checked
+//! with `::json` (`jsonb` rejects `\u0000`, which JSON strings may hold); sessions get an identity
+//! `seq` for SQLite's rowid order. Connecting tries one connection first, so a server that is not
+//! there fails at once, and messages show the URL without its password (`redacted_url`).
 
 pub mod error;
 mod lease;

@@ -16,6 +16,23 @@
 //! `phosphor_base::StreamEvent`s.
 //! Errors read by a front are [`WireError`]s: what was wrong and where, in words a client can act
 //! on, and written in each API's own error shape.
+//!
+//! # Design notes
+//!
+//! A failure is one `Failure` (status and kind) that each format writes in its own error shape; the
+//! cause-to-status mapping lives in `phosphor serve` alone. Upstream, `anthropic::upstream` and
+//! `responses::upstream` write the body phosphor-llm sends and read the answer's events
+//! (`sse::Decoder`, then an `upstream::Reader`) into phosphor-base's `StreamEvent`s; errors inside
+//! a stream come back verbatim (`ReadError::Provider`) for phosphor-llm's one classifier.
+//! **Architecture Invariant:** no other crate parses or writes a provider's request or response
+//! JSON (the chat-completions stream chunks, read in phosphor-llm's `assemble.rs` from
+//! async-openai, are the one exception left). `chat.rs` documents the canonical form for which
+//! OpenAI JSON round-trips exactly; what the format cannot express (ids, summary flag, status,
+//! usage) is filled with defaults when read. Readers say where a request is wrong and what is
+//! allowed (`` `messages[0].content[0].type` is the string "video"; expected one of: ... ``). Where
+//! a format holds what the chat upstream cannot take (Anthropic thinking signatures,
+//! `cache_control`, Responses' encrypted reasoning, hosted tools), it is read and dropped, and each
+//! module's documentation lists what.
 
 pub mod anthropic;
 pub mod chat;

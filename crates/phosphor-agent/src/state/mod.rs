@@ -14,7 +14,7 @@
 //! Each compaction parses the previous summary's trail, adds what the folded messages show, and
 //! renders the result within a token budget ([`crate::policy::state_budget`]): requests get at least
 //! half of it, the other sections the rest, and whichever needs less leaves its share to the other.
-//! The rules that recognise files, commands and plans are documented in docs/ARCHITECTURE.md
+//! The rules that recognise files, commands and plans are documented in the crate docs
 //! ("The session-state trail").
 
 use std::borrow::Cow;

@@ -1,4 +1,4 @@
-//! Exact token counters behind [`TokenCounter`]: OpenAI's encodings (feature `tiktoken`) and
+//! Exact token counters behind [`TokenCounter`](crate::tokens::TokenCounter): OpenAI's encodings (feature `tiktoken`) and
 //! Hugging Face tokenizers, read from a `tokenizer.json` or rebuilt from the vocabulary a GGUF
 //! file carries (feature `hf-tokenizers`).
 //!
