@@ -491,7 +491,8 @@ async fn stream_summary(
             }
             StreamEvent::Usage(usage) => reported = Some(usage),
             StreamEvent::Finish { reason } => finish = Some(reason),
-            StreamEvent::ReasoningDelta { .. } | StreamEvent::ToolCall(_) => {}
+            StreamEvent::ReasoningDelta { .. } | StreamEvent::ReasoningSeal(_) | StreamEvent::ToolCall(_) => {
+            }
         }
     }
     // A loop stopped early: the model stops generating once its stream is dropped.

@@ -47,6 +47,9 @@ pub enum AgentEvent {
         /// The text.
         text: String,
     },
+    /// The provider sealed the reasoning streamed since the last seal (see
+    /// [`phosphor_base::Seal`]); a proxy front hands it to a client of the same API.
+    ReasoningSealed(phosphor_base::Seal),
     /// The model called a tool.
     ToolCall(ToolCall),
     /// A tool returned.

@@ -551,7 +551,7 @@ mod tests {
     #[test]
     fn a_fingerprint_ignores_what_clients_drop_and_keeps_what_they_say() {
         let mut with_reasoning = Message::assistant("  answer ");
-        with_reasoning.parts.insert(0, Part::Reasoning { text: "thinking".into() });
+        with_reasoning.parts.insert(0, Part::reasoning("thinking"));
         with_reasoning.id = "stored-id".into();
         assert_eq!(fingerprint(&with_reasoning), fingerprint(&Message::assistant("answer")));
         // Arguments compare as JSON, whatever the spacing.

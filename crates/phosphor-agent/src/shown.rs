@@ -138,7 +138,7 @@ mod tests {
             Message::new(
                 Role::Assistant,
                 vec![
-                    Part::Reasoning { text: "hidden".into() },
+                    Part::reasoning("hidden"),
                     Part::Text { text: "Let me run it.".into() },
                     call("call_9f", r#"{"command":"make"}"#),
                     call("call_a0", r#"{"command":"make test"}"#),

@@ -456,6 +456,7 @@ impl SessionAgent {
                 StreamEvent::ReasoningDelta { text } => {
                     emit(events, AgentEvent::ReasoningDelta { text: text.clone() })
                 }
+                StreamEvent::ReasoningSeal(seal) => emit(events, AgentEvent::ReasoningSealed(seal.clone())),
                 StreamEvent::ToolCall(call) => emit(events, AgentEvent::ToolCall(call.clone())),
                 StreamEvent::Usage(_) | StreamEvent::Finish { .. } => {}
             }

@@ -48,7 +48,9 @@ pub mod windows;
 pub mod tokens;
 
 pub use error::{Error, Result};
-pub use message::{FinishReason, Message, MessageStatus, Part, Role, Session, ToolCall, ToolResult, Usage};
+pub use message::{
+    FinishReason, Message, MessageStatus, Part, Role, Seal, Session, ToolCall, ToolResult, Usage,
+};
 pub use model::{
     ChatModel, ChatRequest, ChatStream, Completion, ModelInfo, Passthrough, StreamEvent, ToolSpec,
 };

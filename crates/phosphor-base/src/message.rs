@@ -126,10 +126,15 @@ pub enum Part {
         /// The text.
         text: String,
     },
-    /// The model's visible reasoning (`reasoning_content` on OpenAI-compatible servers).
+    /// The model's visible reasoning (`reasoning_content` on OpenAI-compatible servers, an
+    /// Anthropic `thinking` block, a Responses `reasoning` item's summary).
     Reasoning {
         /// The reasoning text.
         text: String,
+        /// The provider's seal on it, when it gave one: sent back, with `text` byte for byte,
+        /// only to a provider of the same API (see [`Seal`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seal: Option<Seal>,
     },
     /// An image given by URL (a `data:` URL for inline images).
     Image {
@@ -148,6 +153,39 @@ pub enum Part {
         /// The reason.
         reason: FinishReason,
     },
+}
+
+/// What a provider attached to its reasoning so that it can be handed back: Anthropic's
+/// `signature` on a `thinking` block (or a whole `redacted_thinking` block), OpenAI Responses'
+/// `encrypted_content` on a `reasoning` item. Opaque: Phosphor stores it with the message and
+/// writes it back, with the reasoning text unchanged, only to a provider speaking `api`; any
+/// other provider gets the text alone, or nothing. A part whose text is changed (pruned, masked)
+/// loses its seal, since the provider would refuse it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seal {
+    /// The API whose provider wrote it.
+    pub api: crate::config::Api,
+    /// The signature, or the encrypted reasoning, as the provider sent it.
+    pub data: String,
+    /// Whether the reasoning is readable only by the provider (`redacted_thinking`): the part's
+    /// text is then empty and `data` is all there is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
+}
+
+impl Part {
+    /// Reasoning text with no seal.
+    pub fn reasoning(text: impl Into<String>) -> Part {
+        Part::Reasoning { text: text.into(), seal: None }
+    }
+
+    /// The seal a reasoning part carries for `api`, if any.
+    pub fn seal_for(&self, api: crate::config::Api) -> Option<&Seal> {
+        match self {
+            Part::Reasoning { seal: Some(seal), .. } if seal.api == api => Some(seal),
+            _ => None,
+        }
+    }
 }
 
 /// Whether a message is whole. A summary is `Streaming` while its deltas arrive, and ends

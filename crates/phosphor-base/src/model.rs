@@ -117,6 +117,10 @@ pub enum StreamEvent {
         /// The text.
         text: String,
     },
+    /// The provider's seal on the reasoning streamed since the last seal (or since the start):
+    /// that text is one reasoning block, to be handed back with it (see [`crate::message::Seal`]).
+    /// A redacted block arrives as a seal with no reasoning text before it.
+    ReasoningSeal(crate::message::Seal),
     /// A whole tool call (backends assemble streamed fragments before emitting it).
     ToolCall(ToolCall),
     /// Token usage of the call.
@@ -170,6 +174,10 @@ pub struct Completion {
     pub text: String,
     /// The visible reasoning.
     pub reasoning: String,
+    /// The seals on it, each with the byte length of `reasoning` when it came: the text between
+    /// two of them is one sealed block.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seals: Vec<(usize, crate::message::Seal)>,
     /// The tool calls, in order.
     pub tool_calls: Vec<ToolCall>,
     /// Usage, when the backend reported it.
@@ -184,6 +192,7 @@ impl Completion {
         match event {
             StreamEvent::TextDelta { text } => self.text.push_str(&text),
             StreamEvent::ReasoningDelta { text } => self.reasoning.push_str(&text),
+            StreamEvent::ReasoningSeal(seal) => self.seals.push((self.reasoning.len(), seal)),
             StreamEvent::ToolCall(call) => self.tool_calls.push(call),
             StreamEvent::Usage(usage) => self.usage = Some(usage),
             StreamEvent::Finish { reason } => self.finish_reason = Some(reason),
@@ -202,8 +211,16 @@ impl Completion {
     /// The answer as an assistant message (reasoning, text, tool calls, finish reason).
     pub fn into_message(self, model: Option<String>) -> Message {
         let mut parts = Vec::new();
-        if !self.reasoning.is_empty() {
-            parts.push(Part::Reasoning { text: self.reasoning });
+        // Each sealed block as its own part, its text exactly as it streamed; what follows the
+        // last seal (a provider that seals nothing: all of it) as one unsealed part.
+        let mut start = 0;
+        for (end, seal) in self.seals {
+            let end = end.clamp(start, self.reasoning.len());
+            parts.push(Part::Reasoning { text: self.reasoning[start..end].to_owned(), seal: Some(seal) });
+            start = end;
+        }
+        if start < self.reasoning.len() {
+            parts.push(Part::reasoning(&self.reasoning[start..]));
         }
         if !self.text.is_empty() {
             parts.push(Part::Text { text: self.text });
@@ -251,7 +268,7 @@ mod tests {
             ..Message::new(
                 Role::Assistant,
                 vec![
-                    Part::Reasoning { text: "think".into() },
+                    Part::reasoning("think"),
                     Part::Text { text: "Hello".into() },
                     Part::ToolCall(ToolCall { id: "c1".into(), name: "ls".into(), arguments: "{}".into() }),
                     Part::Finish { reason: FinishReason::ToolCalls },

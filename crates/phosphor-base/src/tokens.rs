@@ -32,7 +32,7 @@ pub trait TokenCounter: Send + Sync {
         }
         for part in &message.parts {
             total += match part {
-                Part::Text { text } | Part::Reasoning { text } => self.count_text(text),
+                Part::Text { text } | Part::Reasoning { text, .. } => self.count_text(text),
                 Part::Image { .. } => IMAGE_TOKENS,
                 Part::ToolCall(call) => {
                     self.count_text(&call.id) + self.count_text(&call.name) + self.count_text(&call.arguments)

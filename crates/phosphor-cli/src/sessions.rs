@@ -245,7 +245,7 @@ fn render_message(out: &mut String, message: &Message, note: Option<&str>) {
     for part in &message.parts {
         match part {
             Part::Text { text } => push_block(out, text),
-            Part::Reasoning { text } => {
+            Part::Reasoning { text, .. } => {
                 for line in text.trim().lines() {
                     let _ = writeln!(out, "│ {line}");
                 }

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use phosphor_base::config::Api;
 use phosphor_base::tokens::REQUEST_OVERHEAD_TOKENS;
-use phosphor_base::{ApproxCounter, Message};
+use phosphor_base::{ApproxCounter, Message, Role};
 use phosphor_testkit::{
-    MockResponse, MockServer, RecordedRequest, sse_text, sse_tool_calls, wire_text, wire_tool_calls,
+    MockResponse, MockServer, RecordedRequest, sse_text, sse_tool_calls, wire_text, wire_thinking_tool_calls,
 };
 use phosphor_wire::chat::parse_transcript;
 use pretty_assertions::assert_eq;
@@ -2062,7 +2062,19 @@ fn long_task_upstream(
         }
         let step = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if step < LONG_TASK_FILES {
-            wire_tool_calls(api, &[(&format!("call_{step}"), tool, &arguments(step))])
+            // Asked to think (Anthropic's `thinking`, or Responses' encrypted reasoning), it
+            // reasons first, sealed; the seal must come back.
+            let encrypted = request.body["include"]
+                .as_array()
+                .is_some_and(|include| include.iter().any(|i| i == "reasoning.encrypted_content"));
+            let thinks = request.body["thinking"]["type"] == "enabled"
+                || request.body["thinking"]["type"] == "adaptive"
+                || encrypted;
+            let thinking = format!("part-{step}.txt is next.");
+            let call = [(format!("call_{step}"), arguments(step))];
+            let calls: Vec<(&str, &str, &str)> =
+                call.iter().map(|(id, a)| (id.as_str(), tool, a.as_str())).collect();
+            wire_thinking_tool_calls(api, thinks.then_some(thinking.as_str()), &calls)
         } else {
             wire_text(api, "DONE")
         }
@@ -2168,6 +2180,13 @@ async fn claude_code_finishes_a_long_task(api: Api) {
     let window = 30_000;
     // Masking off: the turn must be summarized, not only have its old outputs masked.
     env.mock_config_named(&server, api, "claude-sonnet-4-5", window, json!({"mask_threshold": 0}));
+    if api == Api::Anthropic {
+        // Answers of up to 4,096 tokens: room for a thinking budget (Anthropic's least is 1,024).
+        let mut config: Value =
+            serde_json::from_str(&fs::read_to_string(env.config_path()).unwrap()).unwrap();
+        config["models"]["large"]["max_output_tokens"] = json!(4_096);
+        fs::write(env.config_path(), config.to_string()).unwrap();
+    }
     let served = env.serve(&[]);
     let home = env.home().join("claude");
     fs::create_dir_all(&home).unwrap();
@@ -2216,6 +2235,13 @@ async fn claude_code_finishes_a_long_task(api: Api) {
             assert_eq!(request.body.get("metadata").is_some(), turn, "{:.300}", request.body.to_string());
             assert_eq!(request.header("anthropic-beta").is_some(), turn, "{:?}", request.headers);
         }
+        // Its thinking too: every request of the turn asks for it, and each tool loop goes on
+        // with its signed thinking (the mock checks each signature, as Anthropic does).
+        let turn: Vec<&RecordedRequest> =
+            requests.iter().filter(|r| upstream_view(r).tools.iter().any(|t| t == "Read")).collect();
+        let thinking = turn.iter().filter(|r| r.body.get("thinking").is_some()).count();
+        assert_eq!(thinking, turn.len(), "Claude Code's thinking did not reach every request of the turn");
+        check_sealed_reasoning_returns(&turn, Api::Anthropic);
     }
 }
 
@@ -2279,7 +2305,37 @@ async fn codex_finishes_a_long_task(api: Api) {
             assert!(request.body.get("include").is_some(), "{:.300}", request.body.to_string());
             assert!(request.body.get("reasoning").is_some(), "{:.300}", request.body.to_string());
         }
+        // The encrypted reasoning of each tool loop goes back with it.
+        let turn: Vec<&RecordedRequest> =
+            requests.iter().filter(|r| upstream_view(r).tools.iter().any(|t| t == "exec_command")).collect();
+        check_sealed_reasoning_returns(&turn, Api::Responses);
     }
+}
+
+/// Each request of `turn` that continues a tool loop (it ends with the results of its last
+/// assistant message; after a compaction that folded the loop it ends with the summary instead)
+/// sends that assistant message's reasoning back with the seal `api`'s upstream gave it; there
+/// is at least one such request.
+fn check_sealed_reasoning_returns(turn: &[&RecordedRequest], api: Api) {
+    let mut loops = 0;
+    for request in turn {
+        let messages = upstream_view(request).messages;
+        let Some(last) = messages.iter().rposition(|m| m.role == Role::Assistant) else { continue };
+        if !messages[last + 1..].iter().all(|m| m.role == Role::Tool) {
+            continue;
+        }
+        loops += 1;
+        assert!(
+            messages[last].parts.iter().any(|part| part.seal_for(api).is_some()),
+            "a tool loop went on without its sealed reasoning: {:.1000}",
+            request.body.to_string()
+        );
+    }
+    eprintln!(
+        "requests of the turn: {}, continuing a tool loop with its sealed reasoning: {loops}",
+        turn.len()
+    );
+    assert!(loops > 0, "no request continued a tool loop");
 }
 
 #[tokio::test(flavor = "multi_thread")]

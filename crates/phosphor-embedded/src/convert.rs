@@ -284,7 +284,7 @@ mod tests {
             Message::new(
                 Role::Assistant,
                 vec![
-                    Part::Reasoning { text: "hidden".into() },
+                    Part::reasoning("hidden"),
                     Part::Text { text: "Looking.".into() },
                     Part::ToolCall(call),
                     Part::ToolCall(bad_args),

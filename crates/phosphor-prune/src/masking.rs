@@ -129,7 +129,7 @@ pub fn masked_argument_share(message: &Message) -> f64 {
         .parts
         .iter()
         .map(|part| match part {
-            Part::Text { text } | Part::Reasoning { text } => text.len(),
+            Part::Text { text } | Part::Reasoning { text, .. } => text.len(),
             Part::ToolCall(call) => call.name.len() + call.arguments.len(),
             Part::ToolResult(result) => result.content.len(),
             _ => 0,

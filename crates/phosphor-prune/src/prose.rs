@@ -25,7 +25,7 @@ pub fn prune_assistant_prose(messages: &mut [Cow<'_, Message>], before: usize, m
         }
         let long = |text: &str| matches!(truncate_chars(text, max_chars), Cow::Owned(_));
         let any_long = message.parts.iter().any(|part| match part {
-            Part::Text { text } | Part::Reasoning { text } => long(text),
+            Part::Text { text } | Part::Reasoning { text, .. } => long(text),
             _ => false,
         });
         if !any_long {
@@ -39,9 +39,10 @@ pub fn prune_assistant_prose(messages: &mut [Cow<'_, Message>], before: usize, m
                     cut += 1;
                     Part::Text { text: truncate_chars(text, max_chars).into_owned() }
                 }
-                Part::Reasoning { text } if long(text) => {
+                Part::Reasoning { text, .. } if long(text) => {
                     cut += 1;
-                    Part::Reasoning { text: truncate_chars(text, max_chars).into_owned() }
+                    // Shortened, it is no longer what the provider sealed: the seal goes.
+                    Part::reasoning(truncate_chars(text, max_chars).into_owned())
                 }
                 other => other.clone(),
             })

@@ -265,7 +265,7 @@ pub fn message_bytes(message: &Message) -> usize {
         .parts
         .iter()
         .map(|part| match part {
-            Part::Text { text } | Part::Reasoning { text } => text.len(),
+            Part::Text { text } | Part::Reasoning { text, .. } => text.len(),
             Part::ToolCall(call) => call.id.len() + call.name.len() + call.arguments.len(),
             Part::ToolResult(result) => result.call_id.len() + result.content.len(),
             Part::Image { url, .. } => url.len(),

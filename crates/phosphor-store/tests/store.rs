@@ -7,8 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use anyhow::Context;
+use phosphor_base::config::Api;
 use phosphor_base::message::{
-    FinishReason, Message, MessageStatus, Part, Role, Session, ToolCall, ToolResult, Usage, history_view,
+    FinishReason, Message, MessageStatus, Part, Role, Seal, Session, ToolCall, ToolResult, Usage,
+    history_view,
 };
 use phosphor_store::{Head, SessionStore, SqliteStore, StoreError};
 use pretty_assertions::assert_eq;
@@ -218,7 +220,15 @@ fn rich_message(id: &str, session: &str) -> Message {
         session_id: session.to_owned(),
         role: Role::Assistant,
         parts: vec![
-            Part::Reasoning { text: "think \"hard\"\nthen act".to_owned() },
+            Part::reasoning("think \"hard\"\nthen act".to_owned()),
+            Part::Reasoning {
+                text: "signed".to_owned(),
+                seal: Some(Seal { api: Api::Anthropic, data: "EqQBCgIYAhIM==".to_owned(), redacted: false }),
+            },
+            Part::Reasoning {
+                text: String::new(),
+                seal: Some(Seal { api: Api::Responses, data: "gAAAAB".to_owned(), redacted: true }),
+            },
             Part::Text { text: "Héllo ✓ 🚀 \u{0} end".to_owned() },
             Part::Image { url: "data:image/png;base64,AAAA".to_owned(), detail: Some("high".to_owned()) },
             Part::Image { url: "https://example.com/a.png".to_owned(), detail: None },

@@ -27,4 +27,4 @@ pub use fixtures::{ERROR_FIXTURES, ErrorFixture, error_fixture};
 pub use scripted::{Script, ScriptedModel, text_turn, tool_calls_turn};
 pub use server::{MockResponse, MockServer, RecordedRequest, Responder};
 pub use sse::{SseBuilder, argument_fragments, sse_reasoning_then_text, sse_text, sse_tool_calls};
-pub use wires::{wire_answer, wire_text, wire_tool_calls};
+pub use wires::{signature, wire_answer, wire_text, wire_thinking_tool_calls, wire_tool_calls};

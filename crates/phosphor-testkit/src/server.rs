@@ -442,13 +442,18 @@ fn broken_request(request: &RecordedRequest) -> Option<String> {
     let (api, parsed) = if path.ends_with("/messages") {
         let bytes = request.body.to_string();
         let parsed = phosphor_wire::anthropic::read_request(bytes.as_bytes()).map(|inbound| inbound.messages);
-        if let Some(message) = anthropic_results_misplaced(&request.body) {
+        if let Some(message) =
+            anthropic_results_misplaced(&request.body).or_else(|| anthropic_thinking_refused(request))
+        {
             return Some(format!("mock server: {message}"));
         }
         ("Anthropic Messages", parsed.map_err(|e| e.message))
     } else if path.ends_with("/responses") {
         let bytes = request.body.to_string();
         let parsed = phosphor_wire::responses::read_request(bytes.as_bytes()).map(|inbound| inbound.messages);
+        if let Some(message) = responses_reasoning_refused(&request.body) {
+            return Some(format!("mock server: {message}"));
+        }
         ("OpenAI Responses", parsed.map_err(|e| e.message))
     } else {
         let messages = request.body.get("messages")?.as_array()?;
@@ -460,6 +465,72 @@ fn broken_request(request: &RecordedRequest) -> Option<String> {
             .err()
             .map(|violation| format!("mock server: the request breaks tool pairing: {violation}")),
     }
+}
+
+/// Anthropic's thinking rules: a `thinking` block comes back with the signature it was given
+/// (the mock's own, [`crate::wires::signature`]) and its text unchanged; with thinking on, the
+/// assistant message of a tool loop still going starts with its thinking; a `budget_tokens` is
+/// under `max_tokens` (unless interleaved thinking is on).
+fn anthropic_thinking_refused(request: &RecordedRequest) -> Option<String> {
+    let body = &request.body;
+    let messages = body.get("messages")?.as_array()?;
+    let blocks =
+        |m: &serde_json::Value| m.get("content").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+    for (index, message) in messages.iter().enumerate() {
+        for (at, block) in blocks(message).iter().enumerate() {
+            if block["type"] != "thinking" {
+                continue;
+            }
+            let text = block["thinking"].as_str().unwrap_or_default();
+            if block["signature"].as_str() != Some(crate::wires::signature(text).as_str()) {
+                return Some(format!(
+                    "messages.{index}.content.{at}: Invalid `signature` in `thinking` block"
+                ));
+            }
+        }
+    }
+    let thinking = body.get("thinking").filter(|t| t["type"] == "enabled" || t["type"] == "adaptive")?;
+    let interleaved =
+        request.header("anthropic-beta").is_some_and(|beta| beta.contains("interleaved-thinking"));
+    if let (Some(budget), Some(max)) = (thinking["budget_tokens"].as_u64(), body["max_tokens"].as_u64())
+        && budget >= max
+        && !interleaved
+    {
+        return Some("`max_tokens` must be greater than `thinking.budget_tokens`".to_owned());
+    }
+    let last = messages.iter().rposition(|m| m["role"] == "assistant")?;
+    let content = blocks(&messages[last]);
+    let results_only = messages[last + 1..]
+        .iter()
+        .all(|m| m["role"] == "user" && blocks(m).iter().all(|b| b["type"] == "tool_result"));
+    let first = content.first().and_then(|b| b["type"].as_str()).unwrap_or_default();
+    let uses_tools = content.iter().any(|b| b["type"] == "tool_use");
+    (uses_tools && results_only && first != "thinking" && first != "redacted_thinking").then(|| {
+        format!(
+            "messages.{last}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When \
+             `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the \
+             lastmost set of `tool_use` and `tool_result` blocks)."
+        )
+    })
+}
+
+/// OpenAI's rule for reasoning items sent back: their `encrypted_content` is what the provider
+/// gave (here the mock's own [`crate::wires::signature`] of the summary), else it cannot be read.
+fn responses_reasoning_refused(body: &serde_json::Value) -> Option<String> {
+    let input = body.get("input")?.as_array()?;
+    input.iter().enumerate().find_map(|(index, item)| {
+        let encrypted =
+            item.get("encrypted_content").and_then(|e| e.as_str()).filter(|_| item["type"] == "reasoning")?;
+        let summary: Vec<&str> = item["summary"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|part| part["text"].as_str())
+            .collect();
+        (encrypted != crate::wires::signature(&summary.join("\n\n"))).then(|| {
+            format!("input[{index}]: The encrypted content for item rs_{index} could not be verified.")
+        })
+    })
 }
 
 /// Anthropic's rule: each `tool_use` of an assistant message has its `tool_result` in the

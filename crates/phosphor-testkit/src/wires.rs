@@ -3,7 +3,7 @@
 //! from `phosphor serve` in its tests.
 
 use phosphor_base::config::Api;
-use phosphor_base::{FinishReason, Message, Part, Role, ToolCall, Usage};
+use phosphor_base::{FinishReason, Message, Part, Role, Seal, ToolCall, Usage};
 use phosphor_wire::{Answer, Delta, Meta, Writer, anthropic, chat, responses};
 
 use crate::server::MockResponse;
@@ -31,7 +31,12 @@ pub fn wire_answer(api: Api, message: &Message, usage: Usage) -> MockResponse {
     for part in &message.parts {
         match part {
             Part::Text { text } => frames.extend(writer.delta(Delta::Text(text))),
-            Part::Reasoning { text } => frames.extend(writer.delta(Delta::Reasoning(text))),
+            Part::Reasoning { text, seal } => {
+                frames.extend(writer.delta(Delta::Reasoning(text)));
+                if let Some(seal) = seal {
+                    frames.extend(writer.delta(Delta::Seal(seal)));
+                }
+            }
             Part::ToolCall(call) => frames.extend(writer.delta(Delta::ToolCall(call))),
             _ => {}
         }
@@ -49,15 +54,40 @@ pub fn wire_text(api: Api, text: &str) -> MockResponse {
 
 /// An answer of tool calls `(id, name, arguments)` in `api`'s stream.
 pub fn wire_tool_calls(api: Api, calls: &[(&str, &str, &str)]) -> MockResponse {
-    let parts = calls
-        .iter()
-        .map(|(id, name, arguments)| {
+    wire_thinking_tool_calls(api, None, calls)
+}
+
+/// An answer of tool calls after `thinking` (when given), in `api`'s stream: for Anthropic a
+/// thinking block signed, for Responses a reasoning item with encrypted content, each as the
+/// mock server checks it when it comes back ([`signature`]); chat completions has no seal.
+pub fn wire_thinking_tool_calls(
+    api: Api,
+    thinking: Option<&str>,
+    calls: &[(&str, &str, &str)],
+) -> MockResponse {
+    let thinking = thinking.map(|text| Part::Reasoning {
+        text: text.to_owned(),
+        seal: (api != Api::Chat).then(|| Seal { api, data: signature(text), redacted: false }),
+    });
+    let parts = thinking
+        .into_iter()
+        .chain(calls.iter().map(|(id, name, arguments)| {
             Part::ToolCall(ToolCall {
                 id: (*id).to_owned(),
                 name: (*name).to_owned(),
                 arguments: (*arguments).to_owned(),
             })
-        })
+        }))
         .collect();
     wire_answer(api, &Message::new(Role::Assistant, parts), Usage::default())
+}
+
+/// The signature the mock server gives a thinking text, and checks when the text comes back, as
+/// Anthropic checks its own: a thinking block whose text or signature changed on the way is refused.
+pub fn signature(thinking: &str) -> String {
+    // FNV-1a, 64 bits: any change of the text changes it.
+    let hash = thinking.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("mock-signature-{hash:016x}")
 }

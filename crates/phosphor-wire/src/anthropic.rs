@@ -11,20 +11,23 @@
 //! | `text` block                                        | [`Part::Text`]                                    |
 //! | `image` block (`base64` or `url` source)            | [`Part::Image`] (a `data:` URL for base64)        |
 //! | `document` block with a `text` source               | [`Part::Text`]                                    |
-//! | `thinking` block                                    | [`Part::Reasoning`] (its signature is not kept)   |
-//! | `redacted_thinking` block                           | nothing: it is readable only by Anthropic         |
+//! | `thinking` block                                    | [`Part::Reasoning`], its `signature` as the part's [`Seal`] |
+//! | `redacted_thinking` block                           | [`Part::Reasoning`] with no text, its `data` as a redacted [`Seal`] |
 //! | `tool_use` block                                    | [`Part::ToolCall`] (`input` as JSON text)         |
 //! | `tool_result` block (string or blocks, `is_error`)  | a tool [`Message`] per result, before the rest of the user message |
 //! | tools with an `input_schema`                        | [`Inbound::tools`]; Anthropic's server tools are left out |
 //!
 //! `cache_control`, `metadata`, `thinking` budgets, `context_management`, `tool_choice` and other
-//! fields are accepted and have no effect on a chat-completions upstream.
+//! fields are accepted and have no effect on a chat-completions upstream; an Anthropic upstream
+//! gets those [`PASSED_THROUGH`] names. Answers carry each thinking block's signature as the
+//! upstream wrote it (an empty one when a chat-completions upstream reasoned).
 
 pub mod upstream;
 
 use std::collections::HashMap;
 
-use phosphor_base::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
+use phosphor_base::config::Api;
+use phosphor_base::{Message, Part, Role, Seal, ToolCall, ToolResult, ToolSpec};
 use serde_json::{Map, Value, json};
 
 use crate::inbound::{
@@ -36,10 +39,18 @@ use crate::inbound::{
 const BLOCK_TYPES: &str = "text, image, document, thinking, redacted_thinking, tool_use, tool_result";
 
 /// The fields of a Messages request that reach an Anthropic upstream as the client sent them.
-/// `thinking` is not among them: with thinking on, Anthropic wants each earlier assistant turn's
-/// signed thinking block back, and Phosphor does not keep signatures.
-pub const PASSED_THROUGH: &[&str] =
-    &["metadata", "context_management", "tool_choice", "top_k", "top_p", "stop_sequences", "service_tier"];
+/// `thinking` among them: with thinking on, Anthropic wants the last assistant turn of a tool loop
+/// back with its signed thinking first, which [`upstream::request_body`] checks before it keeps it.
+pub const PASSED_THROUGH: &[&str] = &[
+    "metadata",
+    "context_management",
+    "thinking",
+    "tool_choice",
+    "top_k",
+    "top_p",
+    "stop_sequences",
+    "service_tier",
+];
 
 /// The request headers that reach an Anthropic upstream as the client sent them.
 pub const HEADERS_PASSED_THROUGH: &[&str] = &["anthropic-beta"];
@@ -182,8 +193,16 @@ fn read_message(
             "text" => parts.push(Part::Text { text: req_str(block, "text", &at)?.to_owned() }),
             "image" => parts.push(image(block, &at)?),
             "document" => parts.push(document(block, &at)?),
-            "thinking" => parts.push(Part::Reasoning { text: req_str(block, "thinking", &at)?.to_owned() }),
-            "redacted_thinking" => {}
+            "thinking" => {
+                let text = req_str(block, "thinking", &at)?.to_owned();
+                let signature = opt_str(block, "signature", &at)?.filter(|s| !s.is_empty());
+                let seal = signature.map(|data| seal(data, false));
+                parts.push(Part::Reasoning { text, seal });
+            }
+            "redacted_thinking" => {
+                let data = req_str(block, "data", &at)?;
+                parts.push(Part::Reasoning { text: String::new(), seal: Some(seal(data, true)) });
+            }
             "tool_use" => {
                 let id = req_str(block, "id", &at)?.to_owned();
                 let name = req_str(block, "name", &at)?.to_owned();
@@ -312,15 +331,28 @@ fn tool_spec(tool: &Value, at: &str) -> Result<Option<ToolSpec>, WireError> {
     }))
 }
 
+fn seal(data: &str, redacted: bool) -> Seal {
+    Seal { api: Api::Anthropic, data: data.to_owned(), redacted }
+}
+
+/// A reasoning part as Anthropic writes it: a `thinking` block with its signature (an empty one
+/// when no Anthropic provider signed it), or the `redacted_thinking` block it came as.
+pub(crate) fn thinking_block(part: &Part) -> Option<Value> {
+    let Part::Reasoning { text, .. } = part else { return None };
+    Some(match part.seal_for(Api::Anthropic) {
+        Some(seal) if seal.redacted => json!({"type": "redacted_thinking", "data": seal.data}),
+        Some(seal) => json!({"type": "thinking", "thinking": text, "signature": seal.data}),
+        None => json!({"type": "thinking", "thinking": text, "signature": ""}),
+    })
+}
+
 /// The answer's content blocks, in the order Anthropic writes them: thinking first (when shown),
 /// then text, then tool calls.
 fn content_blocks(answer: &Answer<'_>, meta: &Meta) -> Vec<Value> {
     let mut blocks = Vec::new();
     for part in &answer.message.parts {
         match part {
-            Part::Reasoning { text } if meta.show_reasoning => {
-                blocks.push(json!({"type": "thinking", "thinking": text, "signature": ""}));
-            }
+            Part::Reasoning { .. } if meta.show_reasoning => blocks.extend(thinking_block(part)),
             Part::Text { text } if !text.is_empty() => blocks.push(json!({"type": "text", "text": text})),
             _ => {}
         }
@@ -410,9 +442,14 @@ impl Stream {
     }
 
     fn close(&mut self, out: &mut Vec<String>) {
+        self.close_signed("", out);
+    }
+
+    /// Closes the open block; a thinking block gets `signature` (empty when unsigned).
+    fn close_signed(&mut self, signature: &str, out: &mut Vec<String>) {
         if let Some((index, kind)) = self.open.take() {
             if kind == "thinking" {
-                let delta = json!({"type": "signature_delta", "signature": ""});
+                let delta = json!({"type": "signature_delta", "signature": signature});
                 out.push(sse(
                     "content_block_delta",
                     &json!({"type": "content_block_delta", "index": index, "delta": delta}),
@@ -480,6 +517,21 @@ impl Writer for Stream {
             Delta::Text(text) if !text.is_empty() => self.text("text", text, &mut out),
             Delta::Reasoning(text) if self.meta.show_reasoning && !text.is_empty() => {
                 self.text("thinking", text, &mut out);
+            }
+            Delta::Seal(seal) if self.meta.show_reasoning && seal.api == Api::Anthropic => {
+                if seal.redacted {
+                    let index = self.open(json!({"type": "redacted_thinking", "data": seal.data}), &mut out);
+                    out.push(sse(
+                        "content_block_stop",
+                        &json!({"type": "content_block_stop", "index": index}),
+                    ));
+                } else {
+                    if !matches!(self.open, Some((_, "thinking"))) {
+                        let index = self.open(json!({"type": "thinking", "thinking": ""}), &mut out);
+                        self.open = Some((index, "thinking"));
+                    }
+                    self.close_signed(&seal.data, &mut out);
+                }
             }
             Delta::ToolCall(call) => {
                 let block = json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}});
@@ -563,7 +615,10 @@ mod tests {
         assert_eq!(
             inbound.messages[1].parts,
             vec![
-                Part::Reasoning { text: "I should read it.".into() },
+                Part::Reasoning {
+                    text: "I should read it.".into(),
+                    seal: Some(Seal { api: Api::Anthropic, data: "sig==".into(), redacted: false }),
+                },
                 Part::Text { text: "Reading.".into() },
                 Part::ToolCall(ToolCall {
                     id: "toolu_1".into(),
@@ -625,11 +680,7 @@ mod tests {
             ToolCall { id: "toolu_2".into(), name: "Read".into(), arguments: r#"{"path":"b"}"#.into() };
         let message = Message::new(
             Role::Assistant,
-            vec![
-                Part::Reasoning { text: "hmm".into() },
-                Part::Text { text: "Next.".into() },
-                Part::ToolCall(call.clone()),
-            ],
+            vec![Part::reasoning("hmm"), Part::Text { text: "Next.".into() }, Part::ToolCall(call.clone())],
         );
         let usage =
             Usage { input_tokens: 120, output_tokens: 9, cached_input_tokens: 100, reasoning_tokens: 0 };
@@ -667,6 +718,62 @@ mod tests {
             ]
         );
         assert!(frames[8].contains(r#""stop_reason":"tool_use""#), "{}", frames[8]);
+    }
+
+    #[test]
+    fn signed_and_redacted_thinking_go_back_to_the_client_as_they_came() {
+        let signed = Seal { api: Api::Anthropic, data: "EqQBCgIYAhIM".into(), redacted: false };
+        let redacted = Seal { api: Api::Anthropic, data: "EmwKAhgB".into(), redacted: true };
+        let client = json!({"model": "m", "max_tokens": 10, "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [
+                {"type": "redacted_thinking", "data": "EmwKAhgB"},
+                {"type": "thinking", "thinking": "ok", "signature": "EqQBCgIYAhIM"},
+                {"type": "thinking", "thinking": "unsigned", "signature": ""},
+                {"type": "text", "text": "done"},
+            ]},
+            {"role": "user", "content": "again"},
+        ]});
+        let parts = read(client).unwrap().messages[1].parts.clone();
+        assert_eq!(parts[0], Part::Reasoning { text: String::new(), seal: Some(redacted.clone()) });
+        assert_eq!(parts[1], Part::Reasoning { text: "ok".into(), seal: Some(signed.clone()) });
+        assert_eq!(parts[2], Part::reasoning("unsigned"));
+
+        let message = Message::new(Role::Assistant, parts);
+        let answer = Answer { message: &message, usage: Usage::default(), finish_reason: None };
+        let body = whole(&meta(true), &answer);
+        assert_eq!(
+            body["content"],
+            json!([
+                {"type": "redacted_thinking", "data": "EmwKAhgB"},
+                {"type": "thinking", "thinking": "ok", "signature": "EqQBCgIYAhIM"},
+                {"type": "thinking", "thinking": "unsigned", "signature": ""},
+                {"type": "text", "text": "done"},
+            ])
+        );
+        // Streamed: the seal closes the thinking block with its signature; a redacted one is a
+        // block of its own; a seal of another API writes nothing.
+        let mut stream = Stream::new(meta(true));
+        let mut frames = stream.delta(Delta::Seal(&redacted));
+        frames.extend(stream.delta(Delta::Reasoning("ok")));
+        frames.extend(stream.delta(Delta::Seal(&signed)));
+        let theirs = Seal { api: Api::Responses, data: "gAAAA".into(), redacted: false };
+        frames.extend(stream.delta(Delta::Seal(&theirs)));
+        frames.extend(stream.delta(Delta::Text("done")));
+        let data: Vec<Value> = frames
+            .iter()
+            .map(|frame| {
+                serde_json::from_str(frame.lines().nth(1).unwrap().trim_start_matches("data: ")).unwrap()
+            })
+            .collect();
+        assert_eq!(data[0]["content_block"], json!({"type": "redacted_thinking", "data": "EmwKAhgB"}));
+        assert_eq!(data[1]["type"], "content_block_stop");
+        assert_eq!(data[2]["content_block"]["type"], "thinking");
+        assert_eq!(data[3]["delta"], json!({"type": "thinking_delta", "thinking": "ok"}));
+        assert_eq!(data[4]["delta"], json!({"type": "signature_delta", "signature": "EqQBCgIYAhIM"}));
+        assert_eq!(data[5]["type"], "content_block_stop");
+        assert_eq!(data[6]["content_block"]["type"], "text");
+        assert_eq!(data.len(), 8);
     }
 
     #[test]

@@ -217,7 +217,7 @@ impl<'a> Gathered<'a> {
     fn add(&mut self, part: &'a Part) {
         match part {
             Part::Text { .. } | Part::Image { .. } => self.content.push(part),
-            Part::Reasoning { text } => self.reasoning.push(text),
+            Part::Reasoning { text, .. } => self.reasoning.push(text),
             Part::ToolCall(call) => self.calls.push(call),
             Part::ToolResult(_) | Part::Finish { .. } => {}
         }
@@ -545,7 +545,7 @@ impl Reader {
 
         let mut parts = Vec::new();
         if let Some(text) = reasoning {
-            parts.push(Part::Reasoning { text: text.to_owned() });
+            parts.push(Part::reasoning(text.to_owned()));
         }
         let mut message_name = name.map(str::to_owned);
         if role == Role::Tool {

@@ -93,6 +93,10 @@ pub enum Delta<'a> {
     Text(&'a str),
     /// Reasoning text.
     Reasoning(&'a str),
+    /// The provider's seal on the reasoning written since the last one (see
+    /// [`phosphor_base::Seal`]): a writer of the seal's API closes that block with it, any other
+    /// writer writes nothing for it.
+    Seal(&'a phosphor_base::Seal),
     /// A whole tool call (the agent passes calls on once their arguments are complete).
     ToolCall(&'a ToolCall),
 }

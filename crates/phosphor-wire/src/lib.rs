@@ -30,9 +30,10 @@
 //! OpenAI JSON round-trips exactly; what the format cannot express (ids, summary flag, status,
 //! usage) is filled with defaults when read. Readers say where a request is wrong and what is
 //! allowed (`` `messages[0].content[0].type` is the string "video"; expected one of: ... ``). Where
-//! a format holds what the chat upstream cannot take (Anthropic thinking signatures,
-//! `cache_control`, Responses' encrypted reasoning, hosted tools), it is read and dropped, and each
-//! module's documentation lists what.
+//! a format holds what the chat upstream cannot take (`cache_control`, hosted tools), it is read
+//! and dropped, and each module's documentation lists what. Reasoning a provider sealed (Anthropic
+//! signatures, Responses' encrypted reasoning) is read into `Part::Reasoning`'s `seal` and written
+//! back only by the writers of its own API.
 
 pub mod anthropic;
 pub mod chat;

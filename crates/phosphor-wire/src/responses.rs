@@ -10,7 +10,7 @@
 //! | `instructions`, leading `system` / `developer` messages | [`Inbound::system_prompt`], joined            |
 //! | a later `system` / `developer` message                | a system [`Message`] where it stands           |
 //! | `message` (`input_text`, `output_text`, `input_image`, `refusal` parts; or a string) | a user or assistant [`Message`] |
-//! | `reasoning` (its `summary` texts)                     | [`Part::Reasoning`]; `encrypted_content` is not kept |
+//! | `reasoning` (its `summary` texts, `encrypted_content`) | [`Part::Reasoning`], the encrypted content as its [`Seal`] |
 //! | `function_call` (`call_id`, `name`, `arguments`)       | [`Part::ToolCall`] with the `call_id` as its id |
 //! | `function_call_output` (`call_id`, `output`)           | a tool [`Message`]                             |
 //! | tools of `"type": "function"`                          | [`Inbound::tools`]; hosted and namespaced tools are left out |
@@ -23,7 +23,8 @@ pub mod upstream;
 
 use std::collections::HashMap;
 
-use phosphor_base::{Message, Part, Role, ToolCall, ToolResult, ToolSpec};
+use phosphor_base::config::Api;
+use phosphor_base::{Message, Part, Role, Seal, ToolCall, ToolResult, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::inbound::{
@@ -171,9 +172,12 @@ fn read_item(
                     text.push_str(req_str(part, "text", &at)?);
                 }
             }
-            if !text.is_empty() {
+            let encrypted = opt_str(item, "encrypted_content", at)?.filter(|data| !data.is_empty());
+            let seal =
+                encrypted.map(|data| Seal { api: Api::Responses, data: data.to_owned(), redacted: false });
+            if !text.is_empty() || seal.is_some() {
                 let message = assistant(out);
-                message.parts.push(Part::Reasoning { text });
+                message.parts.push(Part::Reasoning { text, seal });
             } else if out.last().is_none_or(|m| m.role != Role::Assistant) {
                 // Reasoning with nothing readable (encrypted only) still opens the assistant turn.
                 out.push(Message::new(Role::Assistant, Vec::new()));
@@ -320,6 +324,27 @@ fn message_item(id: &str, text: &str, status: &str) -> Value {
     json!({"type": "message", "id": id, "status": status, "role": "assistant", "content": content})
 }
 
+/// A reasoning item: its text as one summary part (none when empty), its encrypted content, and
+/// an `id` in an answer (input items go without one: with `store: false` there is nothing to
+/// refer to).
+pub(crate) fn reasoning_item(id: Option<&str>, text: &str, encrypted: &str) -> Value {
+    let summary: Vec<Value> =
+        (!text.is_empty()).then(|| json!({"type": "summary_text", "text": text})).into_iter().collect();
+    let mut item = json!({"type": "reasoning", "summary": summary, "encrypted_content": encrypted});
+    if let Some(id) = id {
+        item["id"] = json!(id);
+    }
+    item
+}
+
+/// The reasoning parts of `message` a Responses provider sealed, with their encrypted content.
+pub(crate) fn sealed_reasoning(message: &Message) -> impl Iterator<Item = (&str, &str)> {
+    message.parts.iter().filter_map(|part| match (part, part.seal_for(Api::Responses)) {
+        (Part::Reasoning { text, .. }, Some(seal)) => Some((text.as_str(), seal.data.as_str())),
+        _ => None,
+    })
+}
+
 fn call_item(id: &str, call: &ToolCall, arguments: &str, status: &str) -> Value {
     json!({
         "type": "function_call",
@@ -361,9 +386,12 @@ fn response(meta: &Meta, status: &str, output: Vec<Value>, answer: Option<&Answe
 /// The answer as a `response` object.
 pub fn whole(meta: &Meta, answer: &Answer<'_>) -> Value {
     let mut output = Vec::new();
+    for (text, encrypted) in sealed_reasoning(answer.message) {
+        output.push(reasoning_item(Some(&item_id(meta, "rs", output.len())), text, encrypted));
+    }
     let text = answer.message.text_content();
     if !text.is_empty() {
-        output.push(message_item(&item_id(meta, "msg", 0), &text, "completed"));
+        output.push(message_item(&item_id(meta, "msg", output.len()), &text, "completed"));
     }
     for call in answer.message.tool_calls() {
         output.push(call_item(&item_id(meta, "fc", output.len()), call, &call.arguments, "completed"));
@@ -385,12 +413,14 @@ pub struct Stream {
     output: Vec<Value>,
     /// The text message item open now: its id and text.
     text: Option<(String, String)>,
+    /// Reasoning text since the last seal: the summary of the reasoning item the next seal closes.
+    reasoning: String,
 }
 
 impl Stream {
     /// A stream for the answer `meta` describes.
     pub fn new(meta: Meta) -> Stream {
-        Stream { meta, sequence: 0, output: Vec::new(), text: None }
+        Stream { meta, sequence: 0, output: Vec::new(), text: None, reasoning: String::new() }
     }
 
     fn event(&mut self, kind: &str, mut data: Value) -> String {
@@ -456,6 +486,44 @@ impl Writer for Stream {
                     "response.output_text.delta",
                     json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text}),
                 ));
+            }
+            Delta::Reasoning(text) => self.reasoning.push_str(text),
+            Delta::Seal(seal) if seal.api == Api::Responses => {
+                self.close_text(&mut out);
+                let index = self.output.len();
+                let id = item_id(&self.meta, "rs", index);
+                let added = json!({"type": "reasoning", "id": id, "summary": []});
+                out.push(
+                    self.event("response.output_item.added", json!({"output_index": index, "item": added})),
+                );
+                let text = std::mem::take(&mut self.reasoning);
+                if !text.is_empty() {
+                    // The summary as OpenAI streams it: one part, its text, done.
+                    let at = json!({"item_id": id, "output_index": index, "summary_index": 0});
+                    let part = json!({"type": "summary_text", "text": text});
+                    let with = |mut value: Value, key: &str, field: Value| {
+                        value[key] = field;
+                        value
+                    };
+                    let empty = json!({"type": "summary_text", "text": ""});
+                    out.push(
+                        self.event("response.reasoning_summary_part.added", with(at.clone(), "part", empty)),
+                    );
+                    out.push(self.event(
+                        "response.reasoning_summary_text.delta",
+                        with(at.clone(), "delta", json!(text)),
+                    ));
+                    out.push(self.event(
+                        "response.reasoning_summary_text.done",
+                        with(at.clone(), "text", json!(text)),
+                    ));
+                    out.push(self.event("response.reasoning_summary_part.done", with(at, "part", part)));
+                }
+                let item = reasoning_item(Some(&id), &text, &seal.data);
+                out.push(
+                    self.event("response.output_item.done", json!({"output_index": index, "item": item})),
+                );
+                self.output.push(item);
             }
             Delta::ToolCall(call) => {
                 self.close_text(&mut out);
@@ -554,7 +622,10 @@ mod tests {
         assert_eq!(
             inbound.messages[1].parts,
             vec![
-                Part::Reasoning { text: "Run ls.".into() },
+                Part::Reasoning {
+                    text: "Run ls.".into(),
+                    seal: Some(Seal { api: Api::Responses, data: "gAAA".into(), redacted: false }),
+                },
                 Part::ToolCall(ToolCall {
                     id: "call_1".into(),
                     name: "exec_command".into(),
@@ -632,5 +703,67 @@ mod tests {
             "too long",
         ));
         assert!(failed[0].contains("context_length_exceeded"));
+    }
+
+    #[test]
+    fn sealed_reasoning_is_an_output_item_whole_and_streamed() {
+        let seal = Seal { api: Api::Responses, data: "gAAAAB".into(), redacted: false };
+        let meta = Meta {
+            id: "resp_1".into(),
+            model: "m".into(),
+            created: 0,
+            stream_usage: true,
+            show_reasoning: false,
+        };
+        let message = Message::new(
+            Role::Assistant,
+            vec![
+                Part::Reasoning { text: "Think.".into(), seal: Some(seal.clone()) },
+                Part::Text { text: "Done.".into() },
+            ],
+        );
+        let answer = Answer { message: &message, usage: Default::default(), finish_reason: None };
+        let body = whole(&meta, &answer);
+        assert_eq!(
+            body["output"][0],
+            json!({"type": "reasoning", "id": "rs_10", "summary": [{"type": "summary_text", "text": "Think."}], "encrypted_content": "gAAAAB"})
+        );
+        assert_eq!(body["output"][1]["type"], "message");
+
+        let mut stream = Stream::new(meta);
+        let mut frames = stream.delta(Delta::Reasoning("Think."));
+        assert!(frames.is_empty(), "reasoning waits for its seal");
+        frames.extend(stream.delta(Delta::Seal(&seal)));
+        let anthropic = Seal { api: Api::Anthropic, data: "sig".into(), redacted: false };
+        frames.extend(stream.delta(Delta::Seal(&anthropic)));
+        let events: Vec<&str> =
+            frames.iter().map(|f| f.lines().next().unwrap().trim_start_matches("event: ")).collect();
+        assert_eq!(
+            events,
+            [
+                "response.output_item.added",
+                "response.reasoning_summary_part.added",
+                "response.reasoning_summary_text.delta",
+                "response.reasoning_summary_text.done",
+                "response.reasoning_summary_part.done",
+                "response.output_item.done",
+            ]
+        );
+        assert!(frames[2].contains(r#""delta":"Think.""#), "{}", frames[2]);
+        assert!(
+            frames[5].contains(r#""encrypted_content":"gAAAAB""#) && frames[5].contains("Think."),
+            "{}",
+            frames[5]
+        );
+        // What Codex reads back from the answer, it sends next time: the seal survives the trip.
+        let done: Value =
+            serde_json::from_str(frames[5].lines().nth(1).unwrap().trim_start_matches("data: ")).unwrap();
+        let next = json!({"input": [
+            {"type": "message", "role": "user", "content": "go"},
+            done["item"],
+            {"type": "message", "role": "user", "content": "again"},
+        ]});
+        let inbound = read_request(next.to_string().as_bytes()).unwrap();
+        assert_eq!(inbound.messages[1].parts[0], Part::Reasoning { text: "Think.".into(), seal: Some(seal) });
     }
 }

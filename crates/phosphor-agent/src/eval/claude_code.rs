@@ -122,7 +122,7 @@ fn assistant_parts(content: &Value) -> Result<Vec<Part>, String> {
         let field = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
         match block.get("type").and_then(Value::as_str) {
             Some("text") => parts.push(Part::Text { text: field("text") }),
-            Some("thinking") => parts.push(Part::Reasoning { text: field("thinking") }),
+            Some("thinking") => parts.push(Part::reasoning(field("thinking"))),
             Some("tool_use") => parts.push(Part::ToolCall(ToolCall {
                 id: field("id"),
                 name: field("name"),
@@ -253,7 +253,7 @@ mod tests {
         let failed = s1[3].tool_results().next().unwrap();
         assert_eq!((failed.name.as_str(), failed.is_error), ("Bash", true));
         assert_eq!(failed.content, format!("error: 1 failed\n{IMAGE}"));
-        assert_eq!(s1[4].parts[0], Part::Reasoning { text: "Fix it.".into() });
+        assert_eq!(s1[4].parts[0], Part::reasoning("Fix it."));
         phosphor_prune::check_tool_pairing(s1).unwrap();
         // The second session was cut off before its call was answered: the call is gone, and with
         // it the message that held nothing else.

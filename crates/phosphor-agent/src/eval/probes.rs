@@ -123,7 +123,7 @@ pub fn context_text(messages: &[Message]) -> String {
     for message in messages {
         for part in &message.parts {
             match part {
-                Part::Text { text } | Part::Reasoning { text } => out.push_str(text),
+                Part::Text { text } | Part::Reasoning { text, .. } => out.push_str(text),
                 Part::ToolCall(call) => {
                     out.push_str(&call.name);
                     out.push('\n');

@@ -314,6 +314,7 @@ fn stream_response(
             let frames = match &event {
                 AgentEvent::TextDelta { text } => writer.delta(Delta::Text(text)),
                 AgentEvent::ReasoningDelta { text } => writer.delta(Delta::Reasoning(text)),
+                AgentEvent::ReasoningSealed(seal) => writer.delta(Delta::Seal(seal)),
                 AgentEvent::ToolCall(call) => writer.delta(Delta::ToolCall(call)),
                 _ => continue,
             };

@@ -10,7 +10,12 @@
 //! | [`Part::Text`], [`Part::Image`]            | `text`, `image` blocks (`base64` for a `data:` URL, else `url`); empty texts are left out |
 //! | [`Part::ToolCall`]                         | `tool_use` with the arguments as its `input` object |
 //! | the tool messages after an assistant turn  | one user message of `tool_result` blocks (`is_error`, images inside) |
-//! | [`Part::Reasoning`]                        | nothing: a `thinking` block must carry Anthropic's signature, which Phosphor does not keep |
+//! | [`Part::Reasoning`] sealed by Anthropic    | its `thinking` (or `redacted_thinking`) block first, byte for byte, when the client asked for thinking |
+//! | other [`Part::Reasoning`]                  | nothing: Anthropic refuses a thinking block it did not sign |
+//!
+//! The client's `thinking` passes only where Anthropic would take it: a tool loop still going
+//! must have its assistant turn's signed thinking, and `budget_tokens` must fit under the answer
+//! limit Phosphor sets (lowered, or thinking left out under 1,024 tokens).
 //!
 //! Two prompt-cache breakpoints (`cache_control: {"type": "ephemeral"}`): after the system
 //! prompt (with the tools before it, the part of a request that never changes), and on the last
@@ -18,7 +23,8 @@
 //! what is new, so each request reads the cache the one before wrote; after a compaction the
 //! head changed and the first request writes it again.
 
-use phosphor_base::{ChatRequest, FinishReason, Message, Part, Role, StreamEvent, ToolCall, Usage};
+use phosphor_base::config::Api;
+use phosphor_base::{ChatRequest, FinishReason, Message, Part, Role, Seal, StreamEvent, ToolCall, Usage};
 use serde_json::{Map, Value, json};
 
 use crate::inbound::arguments_value;
@@ -33,6 +39,7 @@ pub const VERSION: &str = "2023-06-01";
 /// none of its own.
 pub fn request_body(model: &str, request: &ChatRequest, max_tokens: u64) -> Value {
     let leading = request.messages.iter().take_while(|m| m.role == Role::System).count();
+    let thinking = thinking_on(request) && tool_loop_signed(&request.messages[leading..]);
     let system: Vec<String> = request.messages[..leading]
         .iter()
         .map(Message::text_content)
@@ -42,7 +49,7 @@ pub fn request_body(model: &str, request: &ChatRequest, max_tokens: u64) -> Valu
     for message in &request.messages[leading..] {
         let (role, blocks) = match message.role {
             Role::Tool => ("user", result_blocks(message)),
-            Role::Assistant => ("assistant", assistant_blocks(message)),
+            Role::Assistant => ("assistant", assistant_blocks(message, thinking)),
             Role::User | Role::System => ("user", user_blocks(message)),
         };
         if blocks.is_empty() {
@@ -90,12 +97,52 @@ pub fn request_body(model: &str, request: &ChatRequest, max_tokens: u64) -> Valu
         let value: f64 = temperature.to_string().parse().unwrap_or(f64::from(temperature));
         body["temperature"] = json!(value.clamp(0.0, 1.0));
     }
-    phosphor_base::Passthrough::merge_into(
-        request.passthrough.as_ref(),
-        phosphor_base::config::Api::Anthropic,
-        &mut body,
-    );
+    phosphor_base::Passthrough::merge_into(request.passthrough.as_ref(), Api::Anthropic, &mut body);
+    if let Some(object) = body.as_object_mut() {
+        if !thinking && object.get("thinking").is_some_and(|t| t["type"] != "disabled") {
+            object.remove("thinking");
+        }
+        fit_thinking_budget(object, max_tokens);
+    }
     body
+}
+
+/// Whether the client asked for thinking (`enabled` or `adaptive`), on an Anthropic upstream.
+fn thinking_on(request: &ChatRequest) -> bool {
+    let passthrough = request.passthrough.as_ref().filter(|p| p.api == Api::Anthropic);
+    passthrough
+        .and_then(|p| p.fields.get("thinking"))
+        .is_some_and(|thinking| thinking.get("type").and_then(Value::as_str) != Some("disabled"))
+}
+
+/// Anthropic's rule with thinking on: the assistant message of a tool loop still going (its
+/// calls answered by the tool messages that end the conversation) starts with a thinking block
+/// it signed. A loop whose assistant turn has no such block (a chat upstream wrote it, or it came
+/// from a client that dropped it) is sent without thinking rather than refused.
+fn tool_loop_signed(messages: &[Message]) -> bool {
+    let Some(last) = messages.iter().rposition(|m| m.role == Role::Assistant) else { return true };
+    let assistant = &messages[last];
+    let in_loop =
+        assistant.tool_calls().next().is_some() && messages[last + 1..].iter().all(|m| m.role == Role::Tool);
+    !in_loop || assistant.parts.iter().any(|part| part.seal_for(Api::Anthropic).is_some())
+}
+
+/// A `budget_tokens` must be under `max_tokens` and at least 1,024: one the answer limit Phosphor
+/// set leaves no room for is lowered to fit, and thinking is turned off when even 1,024 does not.
+fn fit_thinking_budget(body: &mut Map<String, Value>, max_tokens: u64) {
+    const LEAST: u64 = 1_024;
+    let Some(budget) = body.get("thinking").and_then(|t| t.get("budget_tokens")).and_then(Value::as_u64)
+    else {
+        return;
+    };
+    if budget < max_tokens {
+        return;
+    }
+    if max_tokens > LEAST {
+        body["thinking"]["budget_tokens"] = json!(max_tokens - 1);
+    } else {
+        body.remove("thinking");
+    }
 }
 
 fn holds_results(message: &Value) -> bool {
@@ -128,15 +175,16 @@ fn user_blocks(message: &Message) -> Vec<Value> {
         .collect()
 }
 
-fn assistant_blocks(message: &Message) -> Vec<Value> {
-    let mut blocks: Vec<Value> = message
-        .parts
-        .iter()
-        .filter_map(|part| match part {
-            Part::Text { text } => text_block(text),
-            _ => None,
-        })
-        .collect();
+/// An assistant message's blocks: with `thinking`, its Anthropic-signed thinking first, as it
+/// came (other reasoning is never sent: Anthropic refuses a thinking block it did not sign); then
+/// its text, then its tool calls.
+fn assistant_blocks(message: &Message, thinking: bool) -> Vec<Value> {
+    let signed = message.parts.iter().filter(|part| thinking && part.seal_for(Api::Anthropic).is_some());
+    let mut blocks: Vec<Value> = signed.filter_map(crate::anthropic::thinking_block).collect();
+    blocks.extend(message.parts.iter().filter_map(|part| match part {
+        Part::Text { text } => text_block(text),
+        _ => None,
+    }));
     for call in message.tool_calls() {
         // `input` must be an object: arguments that are not one (a model's broken JSON) travel
         // under one key rather than be refused.
@@ -179,7 +227,10 @@ fn result_blocks(message: &Message) -> Vec<Value> {
 #[derive(Debug)]
 enum Block {
     Text,
-    Thinking,
+    /// A thinking block, with its signature as far as it has streamed.
+    Thinking {
+        signature: String,
+    },
     ToolUse {
         id: String,
         name: String,
@@ -294,12 +345,21 @@ impl crate::upstream::Reader for Reader {
                         Block::Text
                     }
                     Some("thinking") => {
+                        let signature = text("signature");
                         let text = text("thinking");
                         if !text.is_empty() {
                             self.tally.wrote(&text);
                             out.push(StreamEvent::ReasoningDelta { text });
                         }
-                        Block::Thinking
+                        Block::Thinking { signature }
+                    }
+                    Some("redacted_thinking") => {
+                        out.push(StreamEvent::ReasoningSeal(Seal {
+                            api: Api::Anthropic,
+                            data: text("data"),
+                            redacted: true,
+                        }));
+                        Block::Other
                     }
                     Some("tool_use") => {
                         // Deltas bring the input; a non-empty `input` here is the whole of it.
@@ -326,7 +386,10 @@ impl crate::upstream::Reader for Reader {
                             out.push(StreamEvent::TextDelta { text });
                         }
                     }
-                    (Block::Thinking, "thinking_delta") => {
+                    (Block::Thinking { signature }, "signature_delta") => {
+                        signature.push_str(&field("signature"))
+                    }
+                    (Block::Thinking { .. }, "thinking_delta") => {
                         let text = field("thinking");
                         if !text.is_empty() {
                             self.tally.wrote(&text);
@@ -336,14 +399,22 @@ impl crate::upstream::Reader for Reader {
                     (Block::ToolUse { input, .. }, "input_json_delta") => {
                         input.push_str(&field("partial_json"))
                     }
-                    // Signatures, citations and deltas of blocks Phosphor does not read.
+                    // Citations and deltas of blocks Phosphor does not read.
                     _ => {}
                 }
             }
             "content_block_stop" => {
-                if let Block::ToolUse { id, name, input } =
-                    std::mem::replace(self.block(index)?, Block::Other)
-                {
+                let block = std::mem::replace(self.block(index)?, Block::Other);
+                if let Block::Thinking { signature } = block {
+                    // The signature seals the thinking text streamed in this block.
+                    if !signature.is_empty() {
+                        out.push(StreamEvent::ReasoningSeal(Seal {
+                            api: Api::Anthropic,
+                            data: signature,
+                            redacted: false,
+                        }));
+                    }
+                } else if let Block::ToolUse { id, name, input } = block {
                     if name.is_empty() {
                         return Err(ReadError::Malformed(format!(
                             "tool_use block {index} (id {id:?}) has no name"
@@ -471,7 +542,7 @@ data: {"type":"message_stop"}
     }
 
     #[test]
-    fn thinking_is_reasoning_and_its_signature_is_skipped() {
+    fn thinking_is_reasoning_sealed_with_its_signature() {
         let stream = concat!(
             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
             "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n",
@@ -486,8 +557,117 @@ data: {"type":"message_stop"}
         );
         let events = read(stream).unwrap();
         assert_eq!(events[0], StreamEvent::ReasoningDelta { text: "Let me see.".into() });
-        assert_eq!(events[1], StreamEvent::TextDelta { text: "4".into() });
-        assert_eq!(events[3], StreamEvent::Finish { reason: FinishReason::Length });
+        let seal = Seal { api: Api::Anthropic, data: "EqQBCgIYAhIM".into(), redacted: false };
+        assert_eq!(events[1], StreamEvent::ReasoningSeal(seal.clone()));
+        assert_eq!(events[2], StreamEvent::TextDelta { text: "4".into() });
+        assert_eq!(events[4], StreamEvent::Finish { reason: FinishReason::Length });
+        // Collected, the block is one sealed part, before the text.
+        let mut completion = phosphor_base::Completion::default();
+        events.into_iter().for_each(|event| completion.apply(event));
+        let message = completion.into_message(None);
+        assert_eq!(message.parts[0], Part::Reasoning { text: "Let me see.".into(), seal: Some(seal) });
+        assert_eq!(message.parts[1], Part::Text { text: "4".into() });
+    }
+
+    #[test]
+    fn redacted_thinking_is_a_sealed_part_with_no_text() {
+        let stream = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Then this.\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"c2lnMg==\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":7}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let mut completion = phosphor_base::Completion::default();
+        read(stream).unwrap().into_iter().for_each(|event| completion.apply(event));
+        let message = completion.into_message(None);
+        let redacted = Seal { api: Api::Anthropic, data: "EmwKAhgBEgy3va".into(), redacted: true };
+        let signed = Seal { api: Api::Anthropic, data: "c2lnMg==".into(), redacted: false };
+        assert_eq!(message.parts[0], Part::Reasoning { text: String::new(), seal: Some(redacted) });
+        assert_eq!(message.parts[1], Part::Reasoning { text: "Then this.".into(), seal: Some(signed) });
+    }
+
+    /// A tool loop in Anthropic's shape, its assistant turn's reasoning sealed as given.
+    fn tool_loop(seal: Option<Seal>, thinking: Value) -> ChatRequest {
+        let call =
+            ToolCall { id: "toolu_1".into(), name: "Read".into(), arguments: r#"{"path":"a"}"#.into() };
+        let mut fields = Map::new();
+        fields.insert("thinking".into(), thinking);
+        ChatRequest {
+            messages: vec![
+                Message::user("Read a."),
+                Message::new(
+                    Role::Assistant,
+                    vec![
+                        Part::Text { text: "Reading.".into() },
+                        Part::Reasoning { text: "I will read a.".into(), seal },
+                        Part::ToolCall(call),
+                    ],
+                ),
+                Message::new(
+                    Role::Tool,
+                    vec![Part::ToolResult(phosphor_base::ToolResult {
+                        call_id: "toolu_1".into(),
+                        name: "Read".into(),
+                        content: "alpha".into(),
+                        is_error: false,
+                    })],
+                ),
+            ],
+            tools: vec![ToolSpec {
+                name: "Read".into(),
+                description: "Reads".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            passthrough: Some(phosphor_base::Passthrough { api: Api::Anthropic, fields, headers: vec![] }),
+            ..ChatRequest::default()
+        }
+    }
+
+    #[test]
+    fn signed_thinking_goes_back_first_and_byte_for_byte() {
+        let seal = Seal { api: Api::Anthropic, data: "EqQBCgIYAhIM".into(), redacted: false };
+        let thinking = json!({"type": "enabled", "budget_tokens": 31999});
+        let body = request_body("claude-sonnet-4-5", &tool_loop(Some(seal), thinking), 32000);
+        assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 31999}));
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([
+                {"type": "thinking", "thinking": "I will read a.", "signature": "EqQBCgIYAhIM"},
+                {"type": "text", "text": "Reading."},
+                {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "a"}},
+            ])
+        );
+        // A budget the answer limit leaves no room for is lowered under it.
+        let seal = Seal { api: Api::Anthropic, data: "EqQBCgIYAhIM".into(), redacted: false };
+        let thinking = json!({"type": "enabled", "budget_tokens": 31999});
+        let body = request_body("claude-sonnet-4-5", &tool_loop(Some(seal), thinking), 8000);
+        assert_eq!(body["thinking"]["budget_tokens"], 7999);
+    }
+
+    #[test]
+    fn a_tool_loop_without_signed_thinking_goes_without_thinking() {
+        let thinking = json!({"type": "enabled", "budget_tokens": 2000});
+        let unsigned = request_body("claude-sonnet-4-5", &tool_loop(None, thinking.clone()), 32000);
+        assert!(unsigned.get("thinking").is_none(), "Anthropic would refuse: {unsigned}");
+        assert_eq!(
+            unsigned["messages"][1]["content"][0]["type"], "text",
+            "no unsigned thinking block is sent"
+        );
+        // Sealed by another API: not Anthropic's to check.
+        let theirs = Seal { api: Api::Responses, data: "gAAAA".into(), redacted: false };
+        let body = request_body("claude-sonnet-4-5", &tool_loop(Some(theirs), thinking.clone()), 32000);
+        assert!(body.get("thinking").is_none());
+        // Thinking off: the signed block stays home too.
+        let signed = Seal { api: Api::Anthropic, data: "sig".into(), redacted: false };
+        let off =
+            request_body("claude-sonnet-4-5", &tool_loop(Some(signed), json!({"type": "disabled"})), 32000);
+        assert_eq!(off["thinking"], json!({"type": "disabled"}));
+        assert_eq!(off["messages"][1]["content"][0]["type"], "text");
     }
 
     #[test]
@@ -530,7 +710,7 @@ data: {"type":"message_stop"}
                 Message::new(
                     Role::Assistant,
                     vec![
-                        Part::Reasoning { text: "plan".into() },
+                        Part::reasoning("plan"),
                         Part::Text { text: String::new() },
                         Part::ToolCall(call),
                         Part::ToolCall(other),
@@ -594,8 +774,7 @@ data: {"type":"message_stop"}
         let inbound = crate::anthropic::read_request(client.to_string().as_bytes()).unwrap();
         assert_eq!(
             inbound.passed_through.keys().collect::<Vec<_>>(),
-            ["metadata", "context_management", "tool_choice"],
-            "thinking never passes: Phosphor keeps no signatures"
+            ["metadata", "context_management", "thinking", "tool_choice"],
         );
         let mut fields = inbound.passed_through.clone();
         fields.insert("max_tokens".into(), json!(1));
@@ -620,7 +799,7 @@ data: {"type":"message_stop"}
         assert_eq!(body["context_management"]["edits"][0]["type"], "clear_tool_uses_20250919");
         assert_eq!(body["tool_choice"], json!({"type": "auto"}));
         assert_eq!(body["max_tokens"], 1000, "a field Phosphor writes stays Phosphor's");
-        assert!(body.get("thinking").is_none());
+        assert!(body.get("thinking").is_none(), "a 1,024-token budget does not fit under 1,000");
         // Without tools the tool choice would be refused; for another API nothing passes.
         let bare = ChatRequest { tools: vec![], ..request.clone() };
         assert!(request_body("m", &bare, 10).get("tool_choice").is_none());

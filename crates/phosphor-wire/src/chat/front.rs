@@ -155,7 +155,7 @@ pub fn whole(meta: &Meta, answer: &Answer<'_>) -> Value {
         .parts
         .iter()
         .filter_map(|part| match part {
-            phosphor_base::Part::Reasoning { text } => Some(text.as_str()),
+            phosphor_base::Part::Reasoning { text, .. } => Some(text.as_str()),
             _ => None,
         })
         .collect();
@@ -216,6 +216,8 @@ impl Writer for Stream {
         let delta = match delta {
             Delta::Text(text) => json!({"content": text}),
             Delta::Reasoning(text) => json!({"reasoning_content": text}),
+            // Chat completions has no field for a provider's seal.
+            Delta::Seal(_) => return Vec::new(),
             Delta::ToolCall(call) => {
                 let mut value = call_value(call);
                 value["index"] = json!(self.calls);

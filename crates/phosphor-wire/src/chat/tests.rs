@@ -100,7 +100,7 @@ fn deepseek_reasoning_round_trips() {
         Message::new(
             Role::Assistant,
             vec![
-                Part::Reasoning { text: "Compare the tenths: 1 < 8, so 9.8 is greater.".into() },
+                Part::reasoning("Compare the tenths: 1 < 8, so 9.8 is greater."),
                 text("9.8 is greater than 9.11."),
             ],
         )
@@ -108,7 +108,7 @@ fn deepseek_reasoning_round_trips() {
         Message::new(
             Role::Assistant,
             vec![
-                Part::Reasoning { text: "I need the weather first.".into() },
+                Part::reasoning("I need the weather first."),
                 Part::ToolCall(call("call_w", "weather", r#"{"city":"Hangzhou"}"#)),
             ],
         )
@@ -209,9 +209,9 @@ fn non_canonical_messages_convert_as_documented() {
         Role::Assistant,
         vec![
             text("Done"),
-            Part::Reasoning { text: "one, ".into() },
+            Part::reasoning("one, "),
             text(" here."),
-            Part::Reasoning { text: "two".into() },
+            Part::reasoning("two"),
             Part::ToolResult(ToolResult {
                 call_id: "x".into(),
                 name: "n".into(),
@@ -334,12 +334,7 @@ fn reads_aliases_legacy_forms_and_lenient_shapes() {
         .with_id("msg-1"),
         Message::new(
             Role::Assistant,
-            vec![
-                Part::Reasoning { text: "policy".into() },
-                text("No. "),
-                text("I cannot help with that."),
-                text(" Sorry."),
-            ],
+            vec![Part::reasoning("policy"), text("No. "), text("I cannot help with that."), text(" Sorry.")],
         )
         .with_id("msg-2"),
         Message::new(Role::Assistant, vec![Part::ToolCall(call("function-call-3", "ls", r#"{"dir":"."}"#))])
@@ -617,7 +612,7 @@ fn canonical_main() -> impl Strategy<Value = Message> {
     let calls = proptest::collection::vec(any_call(), 0..3);
     (role, proptest::option::of(any_text()), proptest::option::of(any_text()), content, calls).prop_map(
         |(role, name, reasoning, content, calls)| {
-            let mut parts: Vec<Part> = reasoning.map(|text| Part::Reasoning { text }).into_iter().collect();
+            let mut parts: Vec<Part> = reasoning.map(Part::reasoning).into_iter().collect();
             parts.extend(content);
             parts.extend(calls.into_iter().map(Part::ToolCall));
             let mut message = Message::new(role, parts);
@@ -685,7 +680,7 @@ fn any_message() -> impl Strategy<Value = Message> {
         .prop_map(|(call_id, name, content, is_error)| ToolResult { call_id, name, content, is_error });
     let part = prop_oneof![
         any_text_part(),
-        any_text().prop_map(|text| Part::Reasoning { text }),
+        any_text().prop_map(Part::reasoning),
         any_image(),
         any_call().prop_map(Part::ToolCall),
         result.prop_map(Part::ToolResult),

@@ -12,12 +12,14 @@
 //! | an assistant message's text       | an `assistant` message of one `output_text` part          |
 //! | [`Part::ToolCall`]                | a `function_call` (`call_id`, `name`, `arguments`)        |
 //! | a tool message                    | a `function_call_output` (`call_id`, `output`)            |
-//! | [`Part::Reasoning`]               | nothing: a reasoning item only goes back with its `encrypted_content`, which Phosphor does not keep |
+//! | [`Part::Reasoning`] sealed by Responses | a `reasoning` item (summary, `encrypted_content`), before the message's other items |
+//! | other [`Part::Reasoning`]         | nothing: a reasoning item goes back only with its `encrypted_content` |
 //!
 //! `prompt_cache_key` is the request's conversation (the stored session): OpenAI routes requests
 //! with one key to one cache.
 
-use phosphor_base::{ChatRequest, FinishReason, Message, Part, Role, StreamEvent, ToolCall, Usage};
+use phosphor_base::config::Api;
+use phosphor_base::{ChatRequest, FinishReason, Message, Part, Role, Seal, StreamEvent, ToolCall, Usage};
 use serde_json::{Value, json};
 
 use crate::sse::Event;
@@ -64,11 +66,7 @@ pub fn request_body(model: &str, request: &ChatRequest, max_output_tokens: u64) 
     if let Some(key) = &request.conversation_id {
         body["prompt_cache_key"] = json!(key);
     }
-    phosphor_base::Passthrough::merge_into(
-        request.passthrough.as_ref(),
-        phosphor_base::config::Api::Responses,
-        &mut body,
-    );
+    phosphor_base::Passthrough::merge_into(request.passthrough.as_ref(), Api::Responses, &mut body);
     body
 }
 
@@ -101,6 +99,9 @@ fn items(message: &Message, out: &mut Vec<Value>) {
             }
         }
         Role::Assistant => {
+            for (text, encrypted) in crate::responses::sealed_reasoning(message) {
+                out.push(crate::responses::reasoning_item(None, text, encrypted));
+            }
             let text = message.text_content();
             if !text.is_empty() {
                 out.push(message_item("assistant", vec![json!({"type": "output_text", "text": text})]));
@@ -125,6 +126,8 @@ fn items(message: &Message, out: &mut Vec<Value>) {
 #[derive(Debug, Default)]
 pub struct Reader {
     tally: Tally,
+    /// Whether reasoning text streamed since the last reasoning item ended.
+    reasoned: bool,
 }
 
 fn count(value: Option<&Value>, key: &str) -> u64 {
@@ -169,11 +172,35 @@ impl crate::upstream::Reader for Reader {
                 let text = delta();
                 if !text.is_empty() {
                     self.tally.wrote(&text);
+                    self.reasoned = true;
                     out.push(StreamEvent::ReasoningDelta { text });
                 }
             }
             "response.output_item.done" => {
                 let item = value.get("item").cloned().unwrap_or(Value::Null);
+                let encrypted =
+                    item.get("encrypted_content").and_then(Value::as_str).filter(|d| !d.is_empty());
+                if item.get("type").and_then(Value::as_str) == Some("reasoning") {
+                    // A server that streamed no summary deltas has the summary here, whole.
+                    if !std::mem::take(&mut self.reasoned) {
+                        let summary: Vec<&str> = item["summary"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|part| part["text"].as_str())
+                            .collect();
+                        let text = summary.join("\n\n");
+                        if !text.is_empty() {
+                            self.tally.wrote(&text);
+                            out.push(StreamEvent::ReasoningDelta { text });
+                        }
+                    }
+                    // The encrypted content seals the reasoning of this item.
+                    if let Some(data) = encrypted {
+                        let seal = Seal { api: Api::Responses, data: data.to_owned(), redacted: false };
+                        out.push(StreamEvent::ReasoningSeal(seal));
+                    }
+                }
                 if item.get("type").and_then(Value::as_str) == Some("function_call") {
                     let field = |key: &str| item.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
                     let (id, name) = (field("call_id"), field("name"));
@@ -302,6 +329,78 @@ data: {"type":"response.completed","sequence_number":8,"response":{"id":"resp_1"
     }
 
     #[test]
+    fn encrypted_reasoning_is_read_sealed_and_goes_back_as_it_came() {
+        let stream = r#"event: response.output_item.added
+data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}
+
+event: response.reasoning_summary_text.delta
+data: {"type":"response.reasoning_summary_text.delta","sequence_number":2,"item_id":"rs_1","output_index":0,"summary_index":0,"delta":"List first."}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"List first."}],"encrypted_content":"gAAAAABpZ2VuY3J5cHRlZA=="}}
+
+event: response.output_item.done
+data: {"type":"response.output_item.done","sequence_number":4,"output_index":1,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"cmd\":\"ls\"}","call_id":"call_abc","name":"exec_command"}}
+
+event: response.completed
+data: {"type":"response.completed","sequence_number":5,"response":{"id":"resp_1","status":"completed","usage":{"input_tokens":10,"output_tokens":5}}}
+
+"#;
+        let mut completion = phosphor_base::Completion::default();
+        read(stream).unwrap().into_iter().for_each(|event| completion.apply(event));
+        let answer = completion.into_message(None);
+        let seal = Seal { api: Api::Responses, data: "gAAAAABpZ2VuY3J5cHRlZA==".into(), redacted: false };
+        assert_eq!(answer.parts[0], Part::Reasoning { text: "List first.".into(), seal: Some(seal.clone()) });
+        // A server that streams no summary deltas: the summary comes from the done item.
+        let quiet: String = stream
+            .split("\n\n")
+            .filter(|e| !e.contains("summary_text.delta"))
+            .map(|e| format!("{e}\n\n"))
+            .collect();
+        let mut completion = phosphor_base::Completion::default();
+        read(&quiet).unwrap().into_iter().for_each(|event| completion.apply(event));
+        let parts = completion.into_message(None).parts;
+        assert_eq!(parts[0], Part::Reasoning { text: "List first.".into(), seal: Some(seal) });
+        // Sent back: the reasoning item first, with its encrypted content and no id.
+        let request = ChatRequest {
+            messages: vec![Message::user("List."), answer, {
+                let result = ToolResult {
+                    call_id: "call_abc".into(),
+                    name: "exec_command".into(),
+                    content: "a".into(),
+                    is_error: false,
+                };
+                Message::new(Role::Tool, vec![Part::ToolResult(result)])
+            }],
+            ..ChatRequest::default()
+        };
+        let body = request_body("gpt-5", &request, 100);
+        assert_eq!(
+            body["input"][1],
+            json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "List first."}], "encrypted_content": "gAAAAABpZ2VuY3J5cHRlZA=="})
+        );
+        assert_eq!(body["input"][2]["type"], "function_call");
+        // An Anthropic seal is not this API's: nothing of it goes.
+        let theirs = ChatRequest {
+            messages: vec![
+                Message::user("List."),
+                Message::new(
+                    Role::Assistant,
+                    vec![
+                        Part::Reasoning {
+                            text: "x".into(),
+                            seal: Some(Seal { api: Api::Anthropic, data: "sig".into(), redacted: false }),
+                        },
+                        Part::Text { text: "ok".into() },
+                    ],
+                ),
+            ],
+            ..ChatRequest::default()
+        };
+        assert_eq!(request_body("gpt-5", &theirs, 100)["input"][1]["type"], "message");
+    }
+
+    #[test]
     fn writes_a_stateless_request_that_reads_back() {
         let call = ToolCall {
             id: "call_1".into(),
@@ -314,11 +413,7 @@ data: {"type":"response.completed","sequence_number":8,"response":{"id":"resp_1"
                 Message::user("List the files."),
                 Message::new(
                     Role::Assistant,
-                    vec![
-                        Part::Reasoning { text: "ls".into() },
-                        Part::Text { text: "Listing.".into() },
-                        Part::ToolCall(call),
-                    ],
+                    vec![Part::reasoning("ls"), Part::Text { text: "Listing.".into() }, Part::ToolCall(call)],
                 ),
                 Message::new(
                     Role::Tool,
