@@ -521,13 +521,8 @@ fn responses_reasoning_refused(body: &serde_json::Value) -> Option<String> {
     input.iter().enumerate().find_map(|(index, item)| {
         let encrypted =
             item.get("encrypted_content").and_then(|e| e.as_str()).filter(|_| item["type"] == "reasoning")?;
-        let summary: Vec<&str> = item["summary"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|part| part["text"].as_str())
-            .collect();
-        (encrypted != crate::wires::signature(&summary.join("\n\n"))).then(|| {
+        let summary = phosphor_wire::responses::summary_text(item);
+        (encrypted != crate::wires::signature(&summary)).then(|| {
             format!("input[{index}]: The encrypted content for item rs_{index} could not be verified.")
         })
     })

@@ -337,6 +337,14 @@ pub(crate) fn reasoning_item(id: Option<&str>, text: &str, encrypted: &str) -> V
     item
 }
 
+/// A reasoning item's summary texts, joined with blank lines (how Phosphor reads a summary of
+/// several parts, and what its encrypted content seals).
+pub fn summary_text(item: &Value) -> String {
+    let texts: Vec<&str> =
+        item["summary"].as_array().into_iter().flatten().filter_map(|part| part["text"].as_str()).collect();
+    texts.join("\n\n")
+}
+
 /// The reasoning parts of `message` a Responses provider sealed, with their encrypted content.
 pub(crate) fn sealed_reasoning(message: &Message) -> impl Iterator<Item = (&str, &str)> {
     message.parts.iter().filter_map(|part| match (part, part.seal_for(Api::Responses)) {

@@ -183,13 +183,7 @@ impl crate::upstream::Reader for Reader {
                 if item.get("type").and_then(Value::as_str) == Some("reasoning") {
                     // A server that streamed no summary deltas has the summary here, whole.
                     if !std::mem::take(&mut self.reasoned) {
-                        let summary: Vec<&str> = item["summary"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|part| part["text"].as_str())
-                            .collect();
-                        let text = summary.join("\n\n");
+                        let text = crate::responses::summary_text(&item);
                         if !text.is_empty() {
                             self.tally.wrote(&text);
                             out.push(StreamEvent::ReasoningDelta { text });
