@@ -173,6 +173,18 @@ pub struct Seal {
     pub redacted: bool,
 }
 
+impl Seal {
+    /// The seal `api`'s provider put on readable reasoning.
+    pub fn new(api: crate::config::Api, data: impl Into<String>) -> Seal {
+        Seal { api, data: data.into(), redacted: false }
+    }
+
+    /// Reasoning only `api`'s provider can read (`redacted_thinking`), whole in `data`.
+    pub fn redacted(api: crate::config::Api, data: impl Into<String>) -> Seal {
+        Seal { api, data: data.into(), redacted: true }
+    }
+}
+
 impl Part {
     /// Reasoning text with no seal.
     pub fn reasoning(text: impl Into<String>) -> Part {

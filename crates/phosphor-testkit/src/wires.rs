@@ -67,7 +67,7 @@ pub fn wire_thinking_tool_calls(
 ) -> MockResponse {
     let thinking = thinking.map(|text| Part::Reasoning {
         text: text.to_owned(),
-        seal: (api != Api::Chat).then(|| Seal { api, data: signature(text), redacted: false }),
+        seal: (api != Api::Chat).then(|| Seal::new(api, signature(text))),
     });
     let parts = thinking
         .into_iter()

@@ -196,12 +196,15 @@ fn read_message(
             "thinking" => {
                 let text = req_str(block, "thinking", &at)?.to_owned();
                 let signature = opt_str(block, "signature", &at)?.filter(|s| !s.is_empty());
-                let seal = signature.map(|data| seal(data, false));
+                let seal = signature.map(|data| Seal::new(Api::Anthropic, data));
                 parts.push(Part::Reasoning { text, seal });
             }
             "redacted_thinking" => {
                 let data = req_str(block, "data", &at)?;
-                parts.push(Part::Reasoning { text: String::new(), seal: Some(seal(data, true)) });
+                parts.push(Part::Reasoning {
+                    text: String::new(),
+                    seal: Some(Seal::redacted(Api::Anthropic, data)),
+                });
             }
             "tool_use" => {
                 let id = req_str(block, "id", &at)?.to_owned();
@@ -329,10 +332,6 @@ fn tool_spec(tool: &Value, at: &str) -> Result<Option<ToolSpec>, WireError> {
         description: opt_str(tool, "description", at)?.unwrap_or("").to_owned(),
         parameters: schema.clone(),
     }))
-}
-
-fn seal(data: &str, redacted: bool) -> Seal {
-    Seal { api: Api::Anthropic, data: data.to_owned(), redacted }
 }
 
 /// A reasoning part as Anthropic writes it: a `thinking` block with its signature (an empty one

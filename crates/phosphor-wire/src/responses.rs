@@ -159,22 +159,19 @@ fn read_item(
             }
         }
         "reasoning" => {
-            let mut text = String::new();
+            let mut texts = Vec::new();
             if let Some(Value::Array(summary)) = item.get("summary") {
                 for (index, part) in summary.iter().enumerate() {
                     let at = format!("{at}.summary[{index}]");
                     let Value::Object(part) = part else {
                         return Err(WireError::at(&at, part, "a summary_text part"));
                     };
-                    if !text.is_empty() {
-                        text.push_str("\n\n");
-                    }
-                    text.push_str(req_str(part, "text", &at)?);
+                    texts.push(req_str(part, "text", &at)?);
                 }
             }
+            let text = join_summary(&texts);
             let encrypted = opt_str(item, "encrypted_content", at)?.filter(|data| !data.is_empty());
-            let seal =
-                encrypted.map(|data| Seal { api: Api::Responses, data: data.to_owned(), redacted: false });
+            let seal = encrypted.map(|data| Seal::new(Api::Responses, data));
             if !text.is_empty() || seal.is_some() {
                 let message = assistant(out);
                 message.parts.push(Part::Reasoning { text, seal });
@@ -337,11 +334,17 @@ pub(crate) fn reasoning_item(id: Option<&str>, text: &str, encrypted: &str) -> V
     item
 }
 
-/// A reasoning item's summary texts, joined with blank lines (how Phosphor reads a summary of
-/// several parts, and what its encrypted content seals).
+/// A reasoning item's summary texts as one reasoning text, joined with blank lines as the
+/// request reader joins them, read leniently: parts without a text are passed over.
 pub fn summary_text(item: &Value) -> String {
     let texts: Vec<&str> =
         item["summary"].as_array().into_iter().flatten().filter_map(|part| part["text"].as_str()).collect();
+    join_summary(&texts)
+}
+
+/// The parts of a reasoning summary joined with blank lines: how Phosphor reads a summary of
+/// several parts, and the text its encrypted content seals.
+fn join_summary(texts: &[&str]) -> String {
     texts.join("\n\n")
 }
 

@@ -354,11 +354,7 @@ impl crate::upstream::Reader for Reader {
                         Block::Thinking { signature }
                     }
                     Some("redacted_thinking") => {
-                        out.push(StreamEvent::ReasoningSeal(Seal {
-                            api: Api::Anthropic,
-                            data: text("data"),
-                            redacted: true,
-                        }));
+                        out.push(StreamEvent::ReasoningSeal(Seal::redacted(Api::Anthropic, text("data"))));
                         Block::Other
                     }
                     Some("tool_use") => {
@@ -408,11 +404,7 @@ impl crate::upstream::Reader for Reader {
                 if let Block::Thinking { signature } = block {
                     // The signature seals the thinking text streamed in this block.
                     if !signature.is_empty() {
-                        out.push(StreamEvent::ReasoningSeal(Seal {
-                            api: Api::Anthropic,
-                            data: signature,
-                            redacted: false,
-                        }));
+                        out.push(StreamEvent::ReasoningSeal(Seal::new(Api::Anthropic, signature)));
                     }
                 } else if let Block::ToolUse { id, name, input } = block {
                     if name.is_empty() {

@@ -191,8 +191,7 @@ impl crate::upstream::Reader for Reader {
                     }
                     // The encrypted content seals the reasoning of this item.
                     if let Some(data) = encrypted {
-                        let seal = Seal { api: Api::Responses, data: data.to_owned(), redacted: false };
-                        out.push(StreamEvent::ReasoningSeal(seal));
+                        out.push(StreamEvent::ReasoningSeal(Seal::new(Api::Responses, data)));
                     }
                 }
                 if item.get("type").and_then(Value::as_str) == Some("function_call") {
